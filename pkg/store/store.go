@@ -1,0 +1,69 @@
+// Package store defines how tokengate keeps bucket state: a Store decides a
+// whole request (several buckets) at once, all or nothing, and a conformance
+// suite (conformance.go) that every Store implementation runs in its tests.
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/tokengate/tokengate/pkg/bucket"
+)
+
+// MaxItems is the most buckets one request may touch; more is ErrInvalid.
+const MaxItems = 64
+
+// ErrInvalid is returned for a request a store refuses to decide (no
+// version, too many items); it changes no state.
+var ErrInvalid = errors.New("store: invalid request")
+
+// Item is one bucket of a request.
+type Item struct {
+	// Key names the bucket. It may alias a buffer of the caller's that is
+	// only valid during Decide; a store that keeps the key copies it.
+	Key string
+	// Version is the rule's parameter version now in force. A bucket last
+	// refilled under an older version of the same rule is brought forward
+	// (bucket.Version.Bring) before deciding; one already under a newer
+	// version stays there (a bucket never moves back).
+	Version *bucket.Version
+	// Cost is > 0 to consume, 0 to check only, < 0 to refund.
+	Cost int64
+}
+
+// Request is everything one decision needs.
+type Request struct {
+	// Now is the monotonic instant (clock.Clock) read once for the request.
+	Now int64
+	// ID, when not empty, makes the request idempotent: a repeat of an ID
+	// seen within the store's window gets the first answer and is charged
+	// nothing.
+	ID    string
+	Items []Item
+}
+
+// Result is the answer for one item.
+type Result struct {
+	bucket.Result
+	// ResetAfter is the nanoseconds until the bucket is full again.
+	ResetAfter int64
+}
+
+// Outcome is the answer for the whole request.
+type Outcome struct {
+	// Allowed: every item was allowed and charged. Otherwise none was.
+	Allowed bool
+	// Replayed: the answer is that of an earlier request with the same ID.
+	Replayed bool
+}
+
+// Store decides requests. Implementations must be safe for concurrent use.
+type Store interface {
+	// Decide decides all of req's items together: when every item's cost
+	// is covered each is charged, otherwise none is (refunds and checks
+	// included) and Outcome.Allowed is false. results must have room for
+	// len(req.Items); results[i] answers req.Items[i]. Two items with the
+	// same key are one bucket, charged in order. An error means nothing
+	// was decided or charged.
+	Decide(ctx context.Context, req *Request, results []Result) (Outcome, error)
+}
