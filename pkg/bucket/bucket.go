@@ -46,8 +46,9 @@ type Result struct {
 	Never bool
 	// Remaining is the whole tokens left after the decision.
 	Remaining int64
-	// RetryAfter is the nanoseconds until the cost becomes affordable:
-	// 0 when allowed or never affordable; at least 1 when rejected.
+	// RetryAfter is the nanoseconds from now until the cost becomes
+	// affordable: 0 when allowed or never affordable; at least 1 when
+	// rejected.
 	RetryAfter int64
 }
 
@@ -109,15 +110,30 @@ func (p Params) Decide(s State, now, cost int64) (State, Result) {
 	case s.Tokens >= cost:
 		s.Tokens -= cost
 	default:
-		return s, Result{Remaining: s.Tokens, RetryAfter: p.until(s, cost)}
+		return s, Result{Remaining: s.Tokens, RetryAfter: since(p.until(s, cost), s.At, now)}
 	}
 	return s, Result{Allowed: true, Remaining: s.Tokens}
 }
 
-// UntilFull is the nanoseconds from s.At until s is full again (0 when it
+// UntilFull is the nanoseconds from now until s is full again (0 when it
 // is full), saturated at MaxDuration. It is not part of Decide so that a
 // store can work it out after releasing its lock.
-func (p Params) UntilFull(s State) int64 { return p.until(s, p.capacity) }
+func (p Params) UntilFull(s State, now int64) int64 {
+	return since(p.until(s, p.capacity), s.At, now)
+}
+
+// since turns d, counted from the cursor at, into a duration counted from
+// now: a reading behind the cursor (a request that waited for a lock while
+// a later one went first) waits for the cursor too.
+func since(d, at, now int64) int64 {
+	if d == 0 || now >= at {
+		return d
+	}
+	if lag := uint64(at) - uint64(now); lag < uint64(MaxDuration-d) {
+		return d + int64(lag)
+	}
+	return MaxDuration
+}
 
 // until is the nanoseconds until s holds at least want tokens:
 // ceil((want*per - (Tokens*per + Frac)) / n), 0 when it already does.
@@ -133,7 +149,7 @@ func (p Params) until(s State, want int64) int64 {
 // MaxDuration; a store may drop a bucket once it is full, because a full
 // bucket carries no information.
 func (p Params) FullAt(s State) int64 {
-	d := p.UntilFull(s)
+	d := p.until(s, p.capacity)
 	if s.At > 0 && d > MaxDuration-s.At {
 		return MaxDuration
 	}

@@ -71,7 +71,7 @@ func TestDecideSteps(t *testing.T) {
 		}},
 		{"clock going backwards mints nothing", 2, "1/s", []step{
 			{at: 10 * sec, cost: 2, allowed: true},
-			{at: 3 * sec, cost: 1, retry: sec},
+			{at: 3 * sec, cost: 1, retry: 8 * sec},
 			{at: 10*sec + sec/2, cost: 1, retry: sec / 2},
 			{at: 11 * sec, cost: 1, allowed: true},
 		}},
@@ -118,13 +118,13 @@ func TestDecideSteps(t *testing.T) {
 func TestResetAfter(t *testing.T) {
 	p := mustParams(t, 10, "2/s")
 	s, _ := p.Decide(p.Full(0), 0, 3)
-	if got := p.UntilFull(s); got != 3*sec/2 {
+	if got := p.UntilFull(s, s.At); got != 3*sec/2 {
 		t.Fatalf("reset after spending 3 of 10 at 2/s: got %d, want 1.5s", got)
 	}
 	if got := p.FullAt(s); got != 3*sec/2 {
 		t.Fatalf("FullAt: got %d, want 1.5s", got)
 	}
-	if s, r := p.Decide(s, 2*sec, 0); p.UntilFull(s) != 0 || r.Remaining != 10 {
+	if s, r := p.Decide(s, 2*sec, 0); p.UntilFull(s, s.At) != 0 || r.Remaining != 10 {
 		t.Fatalf("full bucket: got %+v", r)
 	}
 }
@@ -132,7 +132,7 @@ func TestResetAfter(t *testing.T) {
 func TestExtremesSaturate(t *testing.T) {
 	p := mustParams(t, MaxCapacity, "1/366d")
 	s, r := p.Decide(p.Full(0), 0, MaxCapacity)
-	if !r.Allowed || p.UntilFull(s) != MaxDuration {
+	if !r.Allowed || p.UntilFull(s, s.At) != MaxDuration {
 		t.Fatalf("empty 10^15 bucket at 1/366d: got %+v, want reset saturated at MaxDuration", r)
 	}
 	if got := p.FullAt(s); got != MaxDuration {

@@ -163,11 +163,15 @@ func TestStateMachine(t *testing.T) {
 				spent.Add(spent, big.NewInt(cost))
 			} else {
 				missing := new(big.Rat).Sub(new(big.Rat).SetInt64(cost), m.bal)
-				retry = saturate(ceilRat(missing.Quo(missing, m.rate)))
+				wait := ceilRat(missing.Quo(missing, m.rate))
+				retry = saturate(wait.Add(wait, big.NewInt(max(m.at-now, 0))))
 			}
 			toFull := new(big.Rat).Sub(m.capacity, m.bal)
 			reset := saturate(ceilRat(toFull.Quo(toFull, m.rate)))
-			if r.Allowed != allowed || r.RetryAfter != retry || p.UntilFull(s) != reset || r.Remaining != floorRat(m.bal).Int64() {
+			if reset != 0 {
+				reset = saturate(new(big.Int).Add(big.NewInt(reset), big.NewInt(max(m.at-now, 0))))
+			}
+			if r.Allowed != allowed || r.RetryAfter != retry || p.UntilFull(s, now) != reset || r.Remaining != floorRat(m.bal).Int64() {
 				t.Fatalf("cost %d at %d: got %+v, model allowed=%v retry=%d reset=%d balance=%s", cost, now, r, allowed, retry, reset, m.bal.FloatString(9))
 			}
 			check(t, s, p, m)
