@@ -1,6 +1,6 @@
 // Package store defines how tokengate keeps bucket state: a Store decides a
-// whole request (several buckets) at once, all or nothing, and a conformance
-// suite (conformance.go) that every Store implementation runs in its tests.
+// whole request (several buckets) at once, all or nothing. Package
+// storetest is the conformance suite every implementation runs.
 package store
 
 import (

@@ -1,0 +1,71 @@
+package memory
+
+import (
+	"context"
+	"time"
+)
+
+// Sweep drops every bucket that carries no information at now (full, or
+// its rule left the policy) and forgets expired request ids. It locks one
+// shard at a time. It returns the number of buckets dropped.
+func (s *Store) Sweep(now int64) int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.sweep(now)
+		sh.mu.Unlock()
+	}
+	s.replays.sweep(now)
+	return n
+}
+
+// Run is the store's one janitor: it sweeps every interval until ctx ends.
+func (s *Store) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Sweep(s.opts.Clock.Now())
+		}
+	}
+}
+
+// Stats is a snapshot of the store's counters, for metrics.
+type Stats struct {
+	Buckets      int                // buckets stored now
+	Dropped      [numReasons]uint64 // buckets dropped, by Reason
+	Contended    uint64             // shard lock acquisitions that waited
+	LockWait     time.Duration      // total time those waited
+	Replays      uint64             // answers replayed for a repeated request id
+	IDsForgotten uint64             // request ids forgotten before their window ended
+	RequestIDs   int                // request ids remembered now
+}
+
+// Stats locks each shard briefly to read its counters.
+func (s *Store) Stats() Stats {
+	var st Stats
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Buckets += len(sh.idx)
+		for r := range sh.evicted {
+			st.Dropped[r] += sh.evicted[r]
+		}
+		st.Contended += sh.contended
+		st.LockWait += time.Duration(sh.waitNs)
+		sh.mu.Unlock()
+	}
+	for i := range s.replays.shards {
+		sh := &s.replays.shards[i]
+		sh.mu.Lock()
+		st.Replays += sh.hits
+		st.IDsForgotten += sh.early
+		st.RequestIDs += sh.n
+		sh.mu.Unlock()
+	}
+	return st
+}

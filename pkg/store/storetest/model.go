@@ -1,0 +1,125 @@
+package storetest
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/store"
+	"pgregory.net/rapid"
+)
+
+// modelBucket is the model's state of one bucket.
+type modelBucket struct {
+	s bucket.State
+	v *bucket.Version
+}
+
+// model is the specification of a Store, written as plainly as possible on
+// top of pkg/bucket: a map of every bucket ever stored. A store need not
+// keep a full bucket, because a new bucket starts full; the one thing a
+// forgotten full bucket could still tell is its cursor, so a new bucket's
+// cursor starts no earlier than the latest cursor forgotten (forgot).
+type model struct {
+	buckets map[string]modelBucket
+	forgot  int64
+}
+
+// decide is the specification of Store.Decide.
+func (m *model) decide(req *store.Request) (bool, []store.Result) {
+	type work struct {
+		v        *bucket.Version
+		refilled bucket.State
+		cur      bucket.State
+	}
+	ws := map[string]*work{}
+	res := make([]store.Result, len(req.Items))
+	allowed := true
+	for i, it := range req.Items {
+		w, ok := ws[it.Key]
+		if !ok {
+			w = &work{v: it.Version, refilled: it.Version.Params.Full(max(req.Now, m.forgot))}
+			if b, ok := m.buckets[it.Key]; ok {
+				if b.v.ID > w.v.ID {
+					w.v = b.v
+				}
+				w.refilled = w.v.Params.Refill(w.v.Bring(b.s, b.v), req.Now)
+			}
+			w.cur = w.refilled
+			ws[it.Key] = w
+		}
+		w.cur, res[i].Result = w.v.Params.Decide(w.cur, req.Now, it.Cost)
+		res[i].ResetAfter = w.v.Params.UntilFull(w.cur, req.Now)
+		allowed = allowed && res[i].Allowed
+	}
+	for i, it := range req.Items {
+		w := ws[it.Key]
+		if !allowed {
+			if !res[i].Never {
+				res[i].Remaining = w.refilled.Tokens
+			}
+			res[i].ResetAfter = w.v.Params.UntilFull(w.refilled, req.Now)
+		}
+	}
+	for k, w := range ws {
+		st := w.refilled
+		if allowed {
+			st = w.cur
+		}
+		if _, ok := m.buckets[k]; !ok && st.Tokens == w.v.Params.Capacity() {
+			m.forgot = max(m.forgot, st.At)
+			continue
+		}
+		m.buckets[k] = modelBucket{st, w.v}
+	}
+	return allowed, res
+}
+
+// testModel runs random requests, version changes, stale policies and clock
+// steps (backwards too) against decideModel: every answer must be equal.
+func testModel(t *testing.T, newStore Factory) {
+	rapid.Check(t, func(rt *rapid.T) {
+		s := newStore(t)
+		rules := []*bucket.Version{Version(t, 1, 5, "2/s"), Version(t, 2, 40, "7/3s")}
+		stale := append([]*bucket.Version(nil), rules...)
+		keys := []string{"r0/a", "r0/b", "r1/a", "r1/b"}
+		nextID := uint64(3)
+		m := &model{buckets: map[string]modelBucket{}, forgot: math.MinInt64}
+		now := int64(0)
+		for range rapid.IntRange(1, 40).Draw(rt, "steps") {
+			now += rapid.Int64Range(-sec, 3*sec).Draw(rt, "dt")
+			if rapid.IntRange(0, 7).Draw(rt, "kind") == 0 {
+				r := rapid.IntRange(0, 1).Draw(rt, "rule")
+				capacity := rapid.Int64Range(1, 50).Draw(rt, "capacity")
+				rate := rapid.SampledFrom([]string{"1/s", "3/s", "5/2s", "100/m"}).Draw(rt, "rate")
+				mode := bucket.ResizeMode(rapid.IntRange(0, 1).Draw(rt, "mode"))
+				stale[r] = rules[r]
+				rules[r] = rules[r].Next(nextID, params(t, capacity, rate), now, mode)
+				rules[r].Lineage().Publish(rules[r])
+				nextID++
+				continue
+			}
+			req := &store.Request{Now: now}
+			for range rapid.IntRange(1, 4).Draw(rt, "items") {
+				k := rapid.IntRange(0, len(keys)-1).Draw(rt, "key")
+				v := rules[k/2]
+				if rapid.IntRange(0, 5).Draw(rt, "stale") == 0 {
+					v = stale[k/2]
+				}
+				cost := rapid.Int64Range(-2, v.Params.Capacity()+1).Draw(rt, "cost")
+				req.Items = append(req.Items, store.Item{Key: keys[k], Version: v, Cost: cost})
+			}
+			wantAllowed, want := m.decide(req)
+			out, got := call(t, s, req.Now, "", req.Items...)
+			if out.Allowed != wantAllowed {
+				rt.Fatalf("at %v: allowed %v, model %v", time.Duration(now), out.Allowed, wantAllowed)
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					rt.Fatalf("at %v item %d %+v: got %+v, model %+v", time.Duration(now), i, req.Items[i], got[i], want[i])
+				}
+			}
+		}
+	})
+}
