@@ -5,6 +5,7 @@ GO ?= go
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'Cardinality' ./pkg/store/memory/
 
 run:
 	$(GO) run ./cmd/tokengate

@@ -1,21 +1,18 @@
 package memory
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
 )
 
-// A shard keeps its buckets in a slab of slots indexed by a map from key to
-// slot. Updates write the slot and never the map, so the map only ever
-// holds keys the shard copied itself (a caller's key may alias a reused
-// buffer); eviction samples random slots in O(1) and sweeps walk the slab in
-// order.
+// A shard keeps its buckets in a slab of slots indexed by a map from key
+// hash to slot: eviction samples random slots in O(1) and sweeps walk the
+// slab in order.
 type shard struct {
 	mu    sync.Mutex
-	idx   map[string]int32
+	idx   map[keyHash]int32
 	slots []slot
 	free  []int32
 	rng   uint64 // xorshift state for eviction sampling
@@ -32,9 +29,9 @@ type shard struct {
 }
 
 type slot struct {
-	key string
-	s   bucket.State
-	v   *bucket.Version // nil marks a free slot
+	h keyHash
+	s bucket.State
+	v *bucket.Version // nil marks a free slot
 }
 
 // Reason says why a bucket left the store.
@@ -57,8 +54,8 @@ func (r Reason) String() string { return [...]string{"full", "removed", "idle"}[
 // version when that is newer: a bucket never moves back) and refilled to
 // now, with its slot; slot -1 means a new, full bucket, whose cursor starts
 // no earlier than any forgotten bucket's.
-func (sh *shard) load(key string, v *bucket.Version, now int64) (*bucket.Version, bucket.State, int32) {
-	i, ok := sh.idx[key]
+func (sh *shard) load(h keyHash, v *bucket.Version, now int64) (*bucket.Version, bucket.State, int32) {
+	i, ok := sh.idx[h]
 	if !ok {
 		return v, v.Params.Full(max(now, sh.forgot.Load())), -1
 	}
@@ -69,9 +66,25 @@ func (sh *shard) load(key string, v *bucket.Version, now int64) (*bucket.Version
 	return v, v.Params.Refill(v.Bring(sl.s, sl.v), now), i
 }
 
-// insert stores a new bucket under a copy of key, evicting one first when
-// the shard is at its cap. Slots in busy (this request's) are never evicted.
-func (sh *shard) insert(key string, st bucket.State, v *bucket.Version, c commit) int32 {
+// put stores a bucket's final state in slot i, or for a new bucket (i < 0)
+// in a new slot, and returns the slot. A new bucket that is full is not
+// stored at all (a full bucket is what a missing one means); only its cursor
+// is remembered, in forgot.
+func (sh *shard) put(h keyHash, i int32, st bucket.State, v *bucket.Version, c commit) int32 {
+	switch {
+	case i >= 0:
+		sh.slots[i].s, sh.slots[i].v = st, v
+	case st.Tokens < v.Params.Capacity():
+		i = sh.insert(h, st, v, c)
+	default:
+		raise(sh.forgot, st.At)
+	}
+	return i
+}
+
+// insert stores a new bucket, evicting one first when the shard is at its
+// cap. The request's own buckets are never evicted.
+func (sh *shard) insert(h keyHash, st bucket.State, v *bucket.Version, c commit) int32 {
 	if len(sh.idx) >= c.limit {
 		sh.evictOne(c)
 	}
@@ -83,15 +96,14 @@ func (sh *shard) insert(key string, st bucket.State, v *bucket.Version, c commit
 		i = int32(len(sh.slots))
 		sh.slots = append(sh.slots, slot{})
 	}
-	key = strings.Clone(key)
-	sh.slots[i] = slot{key: key, s: st, v: v}
-	sh.idx[key] = i
+	sh.slots[i] = slot{h: h, s: st, v: v}
+	sh.idx[h] = i
 	return i
 }
 
 func (sh *shard) remove(i int32, why Reason) {
 	raise(sh.forgot, sh.slots[i].s.At)
-	delete(sh.idx, sh.slots[i].key)
+	delete(sh.idx, sh.slots[i].h)
 	sh.slots[i] = slot{}
 	sh.free = append(sh.free, i)
 	sh.evicted[why]++

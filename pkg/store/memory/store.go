@@ -17,10 +17,12 @@ import (
 // Options configure a Store. Zero fields take the defaults in brackets.
 type Options struct {
 	// Shards is the number of bucket shards, rounded up to a power of two
-	// [256].
+	// and down to at most MaxBuckets [256].
 	Shards int
 	// MaxBuckets is the hard cap on stored buckets [1,000,000]. Each shard
-	// holds at most MaxBuckets/Shards (rounded up).
+	// holds at most MaxBuckets/Shards, so the store holds at most
+	// MaxBuckets (plus, in a shard at its cap, the other buckets of one
+	// request, which are never evicted for each other).
 	MaxBuckets int
 	// EvictionSample is how many buckets a full shard looks at to choose
 	// one to evict [8].
@@ -51,6 +53,9 @@ func (o Options) withDefaults() Options {
 		o.Clock = clock.NewMonotonic()
 	}
 	o.Shards = 1 << bits.Len(uint(o.Shards-1))
+	for o.Shards > o.MaxBuckets {
+		o.Shards /= 2
+	}
 	return o
 }
 
@@ -60,7 +65,7 @@ type Store struct {
 	shards   []shard
 	mask     uint64
 	perShard int
-	seed     maphash.Seed
+	seeds    [2]maphash.Seed
 	replays  *replays
 	// forgot is the latest cursor of any bucket the store dropped or never
 	// stored because it was full. A new bucket starts with its cursor no
@@ -79,21 +84,22 @@ func New(opts Options) *Store {
 		opts:     opts,
 		shards:   make([]shard, opts.Shards),
 		mask:     uint64(opts.Shards - 1),
-		perShard: (opts.MaxBuckets + opts.Shards - 1) / opts.Shards,
-		seed:     maphash.MakeSeed(),
+		perShard: opts.MaxBuckets / opts.Shards,
+		seeds:    [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		replays:  newReplays(opts.MaxRequestIDs, int64(opts.ReplayWindow)),
 	}
 	s.forgot.Store(math.MinInt64)
 	for i := range s.shards {
 		s.shards[i].forgot = &s.forgot
-		s.shards[i].idx = make(map[string]int32)
-		s.shards[i].rng = maphash.Comparable(s.seed, i) | 1
+		s.shards[i].idx = make(map[keyHash]int32)
+		s.shards[i].rng = maphash.Comparable(s.seeds[0], i) | 1
 	}
 	return s
 }
 
 // work is the in-flight decision for one item.
 type work struct {
+	h        keyHash
 	shard    uint32
 	dupOf    int16           // index of the first item with the same key, or -1
 	last     int16           // for a first item: index of the last item with its key
@@ -127,6 +133,9 @@ func validate(req *store.Request, results []store.Result) error {
 }
 
 func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome {
+	if len(req.Items) == 1 {
+		return s.decideOne(req, results)
+	}
 	var small [4]work
 	ws := small[:0]
 	if len(req.Items) > len(small) {
@@ -145,7 +154,7 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 		item := &req.Items[i]
 		var r bucket.Result
 		if w.dupOf < 0 {
-			w.version, w.refilled, w.slot = s.shards[w.shard].load(item.Key, item.Version, req.Now)
+			w.version, w.refilled, w.slot = s.shards[w.shard].load(w.h, item.Version, req.Now)
 			w.after = w.refilled
 		} else {
 			first := &ws[w.dupOf]
@@ -156,7 +165,7 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 		allowed = allowed && r.Allowed
 		results[i].Result = r
 	}
-	s.write(req, ws, allowed)
+	s.write(ws, allowed, req.Now)
 	for _, i := range locked {
 		s.shards[i].mu.Unlock()
 	}
@@ -176,9 +185,8 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 }
 
 // write stores each bucket's final state: charged when the request is
-// allowed, only refilled when not. A new bucket that would be stored full is
-// not stored at all: a full bucket is what a missing one means.
-func (s *Store) write(req *store.Request, ws []work, allowed bool) {
+// allowed, only refilled when not.
+func (s *Store) write(ws []work, allowed bool, now int64) {
 	for i := range ws {
 		w := &ws[i]
 		if w.dupOf >= 0 {
@@ -188,25 +196,51 @@ func (s *Store) write(req *store.Request, ws []work, allowed bool) {
 		if allowed {
 			final = ws[w.last].after
 		}
-		sh := &s.shards[w.shard]
-		switch {
-		case w.slot >= 0:
-			sh.slots[w.slot].s, sh.slots[w.slot].v = final, w.version
-		case final.Tokens < w.version.Params.Capacity():
-			w.slot = sh.insert(req.Items[i].Key, final, w.version,
-				commit{shard: w.shard, ws: ws, limit: s.perShard, sample: s.opts.EvictionSample, now: req.Now})
-		default:
-			raise(&s.forgot, final.At)
-		}
+		w.slot = s.shards[w.shard].put(w.h, w.slot, final, w.version, s.commit(w.shard, ws, now))
 	}
+}
+
+func (s *Store) commit(shard uint32, ws []work, now int64) commit {
+	return commit{shard: shard, ws: ws, limit: s.perShard, sample: s.opts.EvictionSample, now: now}
+}
+
+// decideOne is decide for the most common request, a single bucket, with
+// none of the bookkeeping that several buckets need.
+func (s *Store) decideOne(req *store.Request, results []store.Result) store.Outcome {
+	it := &req.Items[0]
+	w := work{h: s.hash(it.Key), dupOf: -1}
+	w.shard = uint32(w.h.a & s.mask)
+	sh := &s.shards[w.shard]
+	s.lock(sh)
+	w.version, w.refilled, w.slot = sh.load(w.h, it.Version, req.Now)
+	final, r := w.version.Params.Decide(w.refilled, req.Now, it.Cost)
+	if !r.Allowed {
+		final = w.refilled
+	}
+	sh.put(w.h, w.slot, final, w.version, s.commit(w.shard, []work{w}, req.Now))
+	sh.mu.Unlock()
+	results[0] = store.Result{Result: r, ResetAfter: w.version.Params.UntilFull(final, req.Now)}
+	return store.Outcome{Allowed: r.Allowed}
+}
+
+// keyHash identifies a bucket: a 128-bit hash of its key under two random
+// seeds. Two keys collide with probability 2^-128, and the seeds are never
+// shown, so no one can pick keys that collide; in exchange the store keeps
+// no key strings, which halves the memory per bucket and saves a cache miss
+// per decision.
+type keyHash struct{ a, b uint64 }
+
+func (s *Store) hash(key string) keyHash {
+	return keyHash{maphash.String(s.seeds[0], key), maphash.String(s.seeds[1], key)}
 }
 
 // plan hashes each key to its shard and links items that share a key.
 func (s *Store) plan(items []store.Item, ws []work) []work {
 	for i := range items {
-		w := work{shard: uint32(maphash.String(s.seed, items[i].Key) & s.mask), dupOf: -1, last: int16(i), slot: -1}
+		h := s.hash(items[i].Key)
+		w := work{h: h, shard: uint32(h.a & s.mask), dupOf: -1, last: int16(i), slot: -1}
 		for j := range i {
-			if ws[j].dupOf < 0 && items[j].Key == items[i].Key {
+			if ws[j].dupOf < 0 && ws[j].h == h {
 				w.dupOf = int16(j)
 				break
 			}
