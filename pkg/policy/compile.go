@@ -1,0 +1,101 @@
+package policy
+
+import (
+	"sync/atomic"
+
+	"github.com/tokengate/tokengate/pkg/bucket"
+)
+
+// Compiler compiles policy files into Policies whose rules carry parameter
+// versions (bucket.Version) that follow on from the previous policy's. It
+// numbers versions from one counter, so the IDs of one Compiler are unique
+// and increasing; a process keeps one Compiler for its whole life. The zero
+// Compiler is ready to use and it is safe for concurrent use.
+type Compiler struct {
+	lastID atomic.Uint64
+}
+
+// Compile parses and validates the policy file data (file names it in
+// messages) and versions its rules against prev, the policy now serving
+// (nil for the first):
+//
+//   - a rule of prev (same domain and name) whose capacity, refill rate and
+//     on_resize are unchanged keeps the same *bucket.Version;
+//   - a changed rule gets prev's version.Next(id, params, now, on_resize);
+//   - a new rule, or one that was unlimited, starts a new lineage;
+//   - rules of prev that are gone (or became unlimited) are removed when
+//     the new policy is activated.
+//
+// now is the monotonic instant (the store's clock) from which new versions
+// apply. A file that does not validate returns Errors, consumes no version
+// IDs and changes nothing. Compile publishes nothing: call Activate when
+// the returned policy starts serving.
+func (c *Compiler) Compile(file string, data []byte, prev *Policy, now int64) (*Policy, error) {
+	p, err := parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range p.names {
+		for _, r := range p.domains[name].rules {
+			if !r.Unlimited {
+				r.Version = c.version(r, prev.limited(r.Domain, r.Name), now)
+			}
+		}
+	}
+	if prev != nil {
+		for _, name := range prev.names {
+			for _, old := range prev.domains[name].rules {
+				if !old.Unlimited && p.limited(old.Domain, old.Name) == nil {
+					p.removed = append(p.removed, old.Version.Lineage())
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+func (c *Compiler) version(r, old *Rule, now int64) *bucket.Version {
+	switch {
+	case old == nil:
+		return bucket.NewVersion(c.lastID.Add(1), r.params, now)
+	case old.Version.Params == r.params && old.OnResize == r.OnResize:
+		return old.Version
+	}
+	return old.Version.Next(c.lastID.Add(1), r.params, now, r.OnResize)
+}
+
+// limited returns the limited rule of a domain by name; nil when p is nil
+// or has no such rule.
+func (p *Policy) limited(domain, name string) *Rule {
+	if p == nil {
+		return nil
+	}
+	if r := p.Rule(domain, name); r != nil && !r.Unlimited {
+		return r
+	}
+	return nil
+}
+
+// Parse compiles a policy file on its own, for checking and explaining it:
+// its versions are numbered by a fresh Compiler. A service that reloads
+// policies uses one Compiler and Compile instead.
+func Parse(file string, data []byte) (*Policy, error) {
+	return new(Compiler).Compile(file, data, nil, 0)
+}
+
+// Activate makes p's rule versions current: it publishes each limited
+// rule's version on its lineage and marks the rules that left the policy
+// as removed. Call it once, when p starts serving, and activate policies in
+// the order they were compiled.
+func (p *Policy) Activate() {
+	for _, d := range p.domains {
+		for _, r := range d.rules {
+			if r.Version != nil {
+				r.Version.Lineage().Publish(r.Version)
+			}
+		}
+	}
+	for _, l := range p.removed {
+		l.Remove()
+	}
+}

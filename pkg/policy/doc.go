@@ -1,0 +1,46 @@
+// Package policy reads tokengate's YAML policy file, validates it, and
+// compiles it into an immutable matcher from Envoy rate-limit descriptors to
+// rules with token-bucket parameters.
+//
+// # The file
+//
+//	revision: 3                  # optional; raise it on every edit
+//	request_id_key: request_id   # optional: the descriptor key carrying the request id
+//	domains:
+//	  edge:                      # Envoy's rate_limit filter `domain`
+//	    - name: per-user         # unique in the domain
+//	      match:
+//	        - key: user_id       # no value: any value, one bucket per value
+//	        - key: path
+//	          value: /api/*      # exact, or a prefix with a trailing "*"
+//	      capacity: 100
+//	      refill: 10/s           # bucket.ParseRate: 600/m, 1/1500ms, 7/3s
+//	      cost: 1                # default 1
+//	      max_cost: 100          # default capacity
+//	      on_resize: clamp       # clamp | scale
+//	      on_store_error: deny   # deny | allow | local
+//	      shadow: false
+//	    - name: health
+//	      match: [{key: path, value: /healthz}]
+//	      unlimited: true
+//
+// A descriptor matches a rule when it has exactly the rule's entries, in
+// order, with equal keys and accepted values; the first matching rule of
+// the domain, in file order, wins. Parse reports every problem of a bad
+// file at once (Errors, each Issue naming file, line, domain, rule and
+// field); rules that can never match are warnings (Policy.Warnings).
+//
+// # Versions and reloads
+//
+// Each limited rule carries a *bucket.Version. A Compiler compiles a new
+// file against the policy now serving: unchanged rules keep their version
+// pointer, changed ones get the next version of their lineage, and
+// Policy.Activate publishes them (and removes the lineages of rules that
+// left) when the new policy starts serving. Stores bring each bucket to its
+// rule's version lazily (DESIGN.md §4).
+//
+// # Concurrency
+//
+// A Policy and its Rules are immutable and safe for concurrent use; Match
+// and Rule.AppendKey do not allocate. A Compiler is safe for concurrent use.
+package policy

@@ -1,0 +1,182 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Summary is the one-line description `tokengate validate` prints for a
+// good file: policy.yaml: OK: revision 3, 2 domains (edge: 5 rules,
+// internal: 1 rule), sha256 9f86d0...
+func (p *Policy) Summary() string {
+	parts := make([]string, len(p.names))
+	for i, name := range p.names {
+		parts[i] = fmt.Sprintf("%s: %s", name, plural(len(p.domains[name].rules), "rule"))
+	}
+	return fmt.Sprintf("%s: OK: revision %d, %s (%s), sha256 %s",
+		p.name, p.revision, plural(len(p.names), "domain"), strings.Join(parts, ", "), p.SHA256())
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// Validate is `tokengate validate FILE`: it checks the policy file data and,
+// when it is good, writes its Summary and then its warnings to w, one a
+// line. A bad file writes nothing and returns the Errors, every issue of
+// the file.
+func Validate(w io.Writer, file string, data []byte) error {
+	p, err := Parse(file, data)
+	if err != nil {
+		return err
+	}
+	lines := []string{p.Summary()}
+	for _, is := range p.warnings {
+		lines = append(lines, "warning: "+is.Error())
+	}
+	_, err = io.WriteString(w, strings.Join(lines, "\n")+"\n")
+	return err
+}
+
+// ParseEntries reads descriptor entries written as key=value arguments, as
+// `tokengate explain` takes them. The value may be empty or contain "=".
+func ParseEntries(args []string) ([]Entry, error) {
+	entries := make([]Entry, 0, len(args))
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("descriptor entry %q: want key=value", a)
+		}
+		entries = append(entries, Entry{Key: k, Value: v})
+	}
+	if len(entries) == 0 {
+		return nil, errors.New("no descriptor entries: give at least one key=value")
+	}
+	return entries, nil
+}
+
+// Explanation is what Explain found for one descriptor.
+type Explanation struct {
+	Policy  *Policy
+	Domain  string
+	Entries []Entry
+	// Rule is the rule that matches, nil when none does.
+	Rule *Rule
+	// Key is the bucket key (nil for no rule or an unlimited one).
+	Key []byte
+	// Why says why no rule matched, one reason a line (empty when one did).
+	Why []string
+}
+
+// Explain is `tokengate explain`: which rule of domain the descriptor
+// entries match, with its bucket key, or why none does.
+func (p *Policy) Explain(domain string, entries []Entry) *Explanation {
+	e := &Explanation{Policy: p, Domain: domain, Entries: entries, Rule: p.Match(domain, entries)}
+	switch {
+	case e.Rule != nil:
+		if !e.Rule.Unlimited {
+			e.Key = e.Rule.AppendKey(nil, entries)
+		}
+	case p.domains[domain] == nil:
+		e.Why = []string{fmt.Sprintf("the policy has no domain %q (domains: %s)", domain, strings.Join(p.names, ", "))}
+	default:
+		e.Why = p.domains[domain].whyNot(entries)
+	}
+	return e
+}
+
+// whyNot lists, for a descriptor no rule matches, the rules with its keys
+// and the entry each one refused, or the key sequences the domain has.
+func (d *domain) whyNot(entries []Entry) []string {
+	var why []string
+	shapes := make(map[string]bool)
+	var order []string
+	for _, r := range d.rules {
+		if len(r.Match) != len(entries) || !sameKeys(r.Match, entries) {
+			if shape := keysOf(r.Match); !shapes[shape] {
+				shapes[shape] = true
+				order = append(order, shape)
+			}
+			continue
+		}
+		for i, m := range r.Match {
+			if !m.Matches(entries[i].Value) {
+				why = append(why, fmt.Sprintf("rule %q (line %d): %s: value %q does not match %s", r.Name, r.Line, m.Key, entries[i].Value, m))
+				break
+			}
+		}
+	}
+	switch {
+	case len(why) > 0:
+		return why
+	case len(order) == 0:
+		return []string{"the domain has no rules"}
+	}
+	return []string{fmt.Sprintf("no rule has exactly the keys %s, in that order; the domain's rules have %s",
+		keysOf(entriesPatterns(entries)), strings.Join(order, " or "))}
+}
+
+func sameKeys(match []Pattern, entries []Entry) bool {
+	for i, m := range match {
+		if m.Key != entries[i].Key {
+			return false
+		}
+	}
+	return true
+}
+
+func entriesPatterns(entries []Entry) []Pattern {
+	ps := make([]Pattern, len(entries))
+	for i, e := range entries {
+		ps[i] = Pattern{Key: e.Key}
+	}
+	return ps
+}
+
+func keysOf(match []Pattern) string {
+	keys := make([]string, len(match))
+	for i, m := range match {
+		keys[i] = m.Key
+	}
+	return "(" + strings.Join(keys, ", ") + ")"
+}
+
+// String formats the explanation for a terminal.
+func (e *Explanation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "domain %q descriptor (%s)\n", e.Domain, formatEntries(e.Entries))
+	r := e.Rule
+	if r == nil {
+		b.WriteString("matches no rule: the request is not limited (Envoy gets OK)\n")
+		for _, w := range e.Why {
+			fmt.Fprintf(&b, "  %s\n", w)
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, "matches rule %q (%s:%d)\n", r.Name, e.Policy.name, r.Line)
+	if r.Unlimited {
+		b.WriteString("  unlimited: always OK, no bucket\n")
+		return b.String()
+	}
+	pr := r.Version.Params
+	fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",
+		pr.Capacity(), pr.Rate(), r.Cost, r.MaxCost, r.OnResize, r.OnStoreError)
+	if r.Shadow {
+		b.WriteString("  shadow: decides and counts, always answers OK\n")
+	}
+	fmt.Fprintf(&b, "  bucket key: %s\n  bucket key bytes: %q\n", r.KeyString(e.Entries), e.Key)
+	return b.String()
+}
+
+func formatEntries(entries []Entry) string {
+	parts := make([]string, len(entries))
+	for i, en := range entries {
+		parts[i] = en.Key + "=" + en.Value
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,328 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tokengate/tokengate/pkg/bucket"
+)
+
+var (
+	topFields   = []string{"revision", "request_id_key", "domains"}
+	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "unlimited"}
+	entryFields = []string{"key", "value"}
+	// bucketFields only make sense on a rule with a bucket.
+	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow"}
+)
+
+// parse reads and validates a policy file into a Policy whose rules have
+// no Version yet. It reports every issue it finds, sorted by line.
+func parse(file string, data []byte) (*Policy, error) {
+	r := &reader{file: file}
+	p := &Policy{name: file, sum: sha256.Sum256(data), domains: make(map[string]*domain)}
+	if root := r.document(data); root != nil {
+		r.policy(root, p)
+	}
+	if len(r.errs) > 0 {
+		slices.SortStableFunc(r.errs, func(a, b *Issue) int { return a.Line - b.Line })
+		return nil, r.errs
+	}
+	slices.SortStableFunc(r.warnings, func(a, b *Issue) int { return a.Line - b.Line })
+	p.warnings = r.warnings
+	return p, nil
+}
+
+func (r *reader) policy(root *yaml.Node, p *Policy) {
+	f := r.fields(root, at{}, "policy", topFields)
+	if f == nil {
+		return
+	}
+	if n := f["revision"]; n != nil {
+		v, err := integer(n)
+		if err == nil && v < 0 {
+			err = fmt.Errorf("%d is negative", v)
+		}
+		if err != nil {
+			r.fail(n, at{}, "revision", err)
+		}
+		p.revision = v
+	}
+	if n := f["request_id_key"]; n != nil {
+		s, err := identifier(n)
+		if err != nil {
+			r.fail(n, at{}, "request_id_key", err)
+		}
+		p.requestIDKey = s
+	}
+	n := f["domains"]
+	if n == nil {
+		r.fail(root, at{}, "domains", errors.New("missing"))
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		r.fail(n, at{}, "domains", fmt.Errorf("want a mapping of domain names to lists of rules, got %s", describe(n)))
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name, err := identifier(k)
+		if err != nil {
+			r.fail(k, at{}, "domains", fmt.Errorf("domain name: %w", err))
+			continue
+		}
+		if p.domains[name] != nil {
+			r.fail(k, at{domain: name}, "", errors.New("repeated domain"))
+			continue
+		}
+		p.domains[name] = newDomain(r.domain(name, v, p.requestIDKey))
+		p.names = append(p.names, name)
+	}
+	slices.Sort(p.names)
+}
+
+// identifier reads a domain, rule or key name: a non-empty string of
+// printable characters.
+func identifier(n *yaml.Node) (string, error) {
+	s, err := text(n)
+	switch {
+	case err != nil:
+		return "", err
+	case s == "":
+		return "", errors.New("empty")
+	case strings.IndexFunc(s, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0:
+		return "", fmt.Errorf("%q has characters that are not printable", s)
+	}
+	return s, nil
+}
+
+// domain reads the rules of one domain and warns about rules that an
+// earlier rule always shadows.
+func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) []*Rule {
+	if n.Kind != yaml.SequenceNode {
+		r.fail(n, at{domain: name}, "", fmt.Errorf("want a list of rules, got %s", describe(n)))
+		return nil
+	}
+	var rules []*Rule
+	lines := make(map[string]int)
+	for i, rn := range n.Content {
+		rule := r.rule(rn, name, i+1)
+		if rule == nil {
+			continue
+		}
+		if first := lines[rule.Name]; first != 0 {
+			r.fail(lookup(rn, "name"), at{domain: name, rule: rule.Name, index: i + 1}, "name", fmt.Errorf("repeated in the domain (first at line %d)", first))
+			continue
+		}
+		lines[rule.Name] = rule.Line
+		rules = append(rules, rule)
+	}
+	for j, b := range rules {
+		a := at{domain: name, rule: b.Name}
+		if len(b.Match) == 1 && b.Match[0].Key == requestIDKey {
+			r.warn(b.Line, a, "match", fmt.Errorf("key %q is the request_id_key: such descriptors carry the request id and never match a rule", requestIDKey))
+		}
+		for _, prev := range rules[:j] {
+			if shadows(prev, b) {
+				r.warn(b.Line, a, "", fmt.Errorf("never matches: rule %q (line %d) comes first and matches everything it would", prev.Name, prev.Line))
+				break
+			}
+		}
+	}
+	return rules
+}
+
+// shadows reports whether rule a, placed before b, matches every
+// descriptor b matches.
+func shadows(a, b *Rule) bool {
+	if len(a.Match) != len(b.Match) {
+		return false
+	}
+	for i := range a.Match {
+		if !a.Match[i].covers(b.Match[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// rule reads one rule; nil when it has errors (they are recorded).
+func (r *reader) rule(n *yaml.Node, domainName string, index int) *Rule {
+	a := at{domain: domainName, index: index}
+	// Read the name first so that every other issue names the rule.
+	if v := lookup(n, "name"); v != nil {
+		a.rule, _ = identifier(v)
+	}
+	before := len(r.errs)
+	f := r.fields(n, a, "rule", ruleFields)
+	if f == nil {
+		return nil
+	}
+	rule := &Rule{Domain: domainName, Name: a.rule, Line: n.Line}
+	if v := f["name"]; v == nil {
+		r.fail(n, a, "name", errors.New("missing"))
+	} else if _, err := identifier(v); err != nil {
+		r.fail(v, a, "name", err)
+	}
+	if v := f["match"]; v == nil {
+		r.fail(n, a, "match", errors.New("missing"))
+	} else {
+		rule.Match = r.match(v, a)
+	}
+	if v := f["unlimited"]; v != nil {
+		var err error
+		if rule.Unlimited, err = boolean(v); err != nil {
+			r.fail(v, a, "unlimited", err)
+		}
+	}
+	if rule.Unlimited {
+		for _, field := range bucketFields {
+			if v := f[field]; v != nil {
+				r.fail(v, a, field, errors.New("not allowed on an unlimited rule (it has no bucket)"))
+			}
+		}
+	} else {
+		r.limits(rule, n, f, a)
+	}
+	if len(r.errs) > before {
+		return nil
+	}
+	rule.prefix = keyPrefix(rule.Domain, rule.Name)
+	return rule
+}
+
+func (r *reader) match(n *yaml.Node, a at) []Pattern {
+	if n.Kind != yaml.SequenceNode {
+		r.fail(n, a, "match", fmt.Errorf("want a list of {key, value} entries, got %s", describe(n)))
+		return nil
+	}
+	if len(n.Content) == 0 {
+		r.fail(n, a, "match", errors.New("empty: a rule needs at least one entry"))
+		return nil
+	}
+	patterns := make([]Pattern, 0, len(n.Content))
+	for i, en := range n.Content {
+		f := r.fields(en, a, fmt.Sprintf("match entry %d", i+1), entryFields)
+		if f == nil {
+			continue
+		}
+		kn := f["key"]
+		if kn == nil {
+			r.fail(en, a, "match", fmt.Errorf("entry %d: key: missing", i+1))
+			continue
+		}
+		key, err := identifier(kn)
+		if err != nil {
+			r.fail(kn, a, "match", fmt.Errorf("entry %d: key: %w", i+1, err))
+			continue
+		}
+		var value string
+		vn := f["value"]
+		if vn != nil {
+			if value, err = text(vn); err != nil {
+				r.fail(vn, a, "match", fmt.Errorf("entry %d (key %q): value: %w", i+1, key, err))
+				continue
+			}
+		}
+		pat, err := parsePattern(key, value, vn != nil)
+		if err != nil {
+			r.fail(vn, a, "match", fmt.Errorf("entry %d (key %q): value %q: %w", i+1, key, value, err))
+			continue
+		}
+		patterns = append(patterns, pat)
+	}
+	return patterns
+}
+
+// limits reads a limited rule's bucket fields and checks them together.
+func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at) {
+	capacity, capOK := r.intField(n, f, a, "capacity", true)
+	var rate bucket.Rate
+	rateOK := false
+	if v := f["refill"]; v == nil {
+		r.fail(n, a, "refill", errors.New("missing (or set unlimited: true)"))
+	} else if s, err := text(v); err != nil {
+		r.fail(v, a, "refill", err)
+	} else if rate, err = bucket.ParseRate(s); err != nil {
+		r.fail(v, a, "refill", err)
+	} else {
+		rateOK = true
+	}
+	paramsOK := false
+	if capOK && rateOK {
+		var err error
+		if rule.params, err = bucket.NewParams(capacity, rate); err != nil {
+			r.fail(f["capacity"], a, "capacity", err)
+		} else {
+			paramsOK = true
+		}
+	}
+	rule.Cost = 1
+	if cost, ok := r.intField(n, f, a, "cost", false); ok {
+		rule.Cost = cost
+		if cost < 0 {
+			r.fail(f["cost"], a, "cost", fmt.Errorf("%d is negative", cost))
+		} else if paramsOK && cost > capacity {
+			r.fail(f["cost"], a, "cost", fmt.Errorf("%d exceeds capacity %d", cost, capacity))
+		}
+	}
+	rule.MaxCost = capacity
+	if maxCost, ok := r.intField(n, f, a, "max_cost", false); ok {
+		rule.MaxCost = maxCost
+		switch {
+		case maxCost < 1:
+			r.fail(f["max_cost"], a, "max_cost", fmt.Errorf("%d is below 1", maxCost))
+		case paramsOK && maxCost > capacity:
+			r.fail(f["max_cost"], a, "max_cost", fmt.Errorf("%d exceeds capacity %d", maxCost, capacity))
+		case rule.Cost > maxCost:
+			r.fail(f["cost"], a, "cost", fmt.Errorf("%d exceeds max_cost %d", rule.Cost, maxCost))
+		}
+	}
+	if v := f["on_resize"]; v != nil {
+		s, err := text(v)
+		if err == nil {
+			rule.OnResize, err = bucket.ParseResizeMode(s)
+		}
+		if err != nil {
+			r.fail(v, a, "on_resize", err)
+		}
+	}
+	if v := f["on_store_error"]; v != nil {
+		s, err := text(v)
+		if err == nil {
+			rule.OnStoreError, err = ParseStoreErrorMode(s)
+		}
+		if err != nil {
+			r.fail(v, a, "on_store_error", err)
+		}
+	}
+	if v := f["shadow"]; v != nil {
+		var err error
+		if rule.Shadow, err = boolean(v); err != nil {
+			r.fail(v, a, "shadow", err)
+		}
+	}
+}
+
+// intField reads an integer field; ok is false when it is absent (an error
+// when required) or invalid.
+func (r *reader) intField(n *yaml.Node, f map[string]*yaml.Node, a at, field string, required bool) (int64, bool) {
+	v := f[field]
+	if v == nil {
+		if required {
+			r.fail(n, a, field, errors.New("missing (or set unlimited: true)"))
+		}
+		return 0, false
+	}
+	x, err := integer(v)
+	if err != nil {
+		r.fail(v, a, field, err)
+		return 0, false
+	}
+	return x, true
+}

@@ -1,0 +1,168 @@
+package policy
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tokengate/tokengate/pkg/bucket"
+)
+
+// Policy is one compiled policy file. It is immutable once compiled and safe
+// for concurrent use; Activate is the only method with an effect, and it
+// acts on the rules' version lineages, not on the Policy.
+type Policy struct {
+	name         string
+	revision     int64
+	sum          [32]byte
+	requestIDKey string
+	domains      map[string]*domain
+	names        []string // domain names, sorted
+	warnings     []*Issue
+	removed      []*bucket.Lineage // rules of the previous policy that are gone
+}
+
+// Rule is one compiled rule. Its fields are read-only: a Rule belongs to an
+// immutable Policy and is shared by every request that matches it.
+type Rule struct {
+	Domain string
+	Name   string
+	Match  []Pattern
+	// Line is where the rule starts in the policy file.
+	Line int
+	// Unlimited rules always answer OK and have no bucket: Version is nil
+	// and the fields below are zero.
+	Unlimited bool
+	// Version is the rule's parameter version in this policy: capacity and
+	// refill rate (Version.Params), activation instant and lineage.
+	Version *bucket.Version
+	// Cost is what a request costs when Envoy sends no hits_addend.
+	Cost int64
+	// MaxCost is the largest cost a request may ask; more is refused.
+	MaxCost int64
+	// OnResize is how a live balance converts when capacity or rate change.
+	OnResize     bucket.ResizeMode
+	OnStoreError StoreErrorMode
+	// Shadow rules decide and count but always answer OK.
+	Shadow bool
+
+	params bucket.Params // what Version.Params will be, before versioning
+	prefix []byte        // encoded domain and name: the start of every key
+}
+
+// StoreErrorMode is what a rule answers when its store fails.
+type StoreErrorMode uint8
+
+const (
+	// StoreErrorDeny answers OVER_LIMIT.
+	StoreErrorDeny StoreErrorMode = iota
+	// StoreErrorAllow answers OK.
+	StoreErrorAllow
+	// StoreErrorLocal decides from a bounded local budget.
+	StoreErrorLocal
+)
+
+// ParseStoreErrorMode reads "deny", "allow" or "local"; "" means deny.
+func ParseStoreErrorMode(s string) (StoreErrorMode, error) {
+	switch s {
+	case "", "deny":
+		return StoreErrorDeny, nil
+	case "allow":
+		return StoreErrorAllow, nil
+	case "local":
+		return StoreErrorLocal, nil
+	}
+	return StoreErrorDeny, fmt.Errorf("%q: want deny, allow or local", s)
+}
+
+func (m StoreErrorMode) String() string {
+	switch m {
+	case StoreErrorAllow:
+		return "allow"
+	case StoreErrorLocal:
+		return "local"
+	}
+	return "deny"
+}
+
+// Name is the file name the policy was compiled from.
+func (p *Policy) Name() string { return p.name }
+
+// Revision is the file's revision field (0 when absent).
+func (p *Policy) Revision() int64 { return p.revision }
+
+// SHA256 is the hex SHA-256 of the file's bytes.
+func (p *Policy) SHA256() string { return hex.EncodeToString(p.sum[:]) }
+
+// RequestIDKey is the descriptor key that carries a request's id, "" when
+// the policy names none.
+func (p *Policy) RequestIDKey() string { return p.requestIDKey }
+
+// Domains returns the domain names, sorted.
+func (p *Policy) Domains() []string { return slices.Clone(p.names) }
+
+// Rules returns a domain's rules in file order (nil for an unknown domain).
+func (p *Policy) Rules(domain string) []*Rule {
+	if d := p.domains[domain]; d != nil {
+		return slices.Clone(d.rules)
+	}
+	return nil
+}
+
+// Rule returns the rule of a domain by name, nil when there is none.
+func (p *Policy) Rule(domain, name string) *Rule {
+	if d := p.domains[domain]; d != nil {
+		return d.byName[name]
+	}
+	return nil
+}
+
+// Warnings are the problems that did not stop the file from compiling,
+// such as rules that can never match.
+func (p *Policy) Warnings() []*Issue { return slices.Clone(p.warnings) }
+
+// Match returns the first rule of domain, in file order, that matches the
+// descriptor entries, or nil when none does (or the domain is unknown). A
+// rule matches when the descriptor has exactly its entries, in order, with
+// equal keys and values its patterns accept. Match does not allocate.
+func (p *Policy) Match(domain string, entries []Entry) *Rule {
+	d := p.domains[domain]
+	if d == nil {
+		return nil
+	}
+	return d.match(entries)
+}
+
+// AppendKey appends the bucket key of the descriptor entries (which must be
+// ones r matched) to dst and returns the extended slice. The key encodes
+// the domain, the rule name and every value, each preceded by its length,
+// so that distinct descriptors never share a key. It allocates only when
+// dst lacks room.
+func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
+	dst = append(dst, r.prefix...)
+	for _, e := range entries {
+		dst = binary.AppendUvarint(dst, uint64(len(e.Value)))
+		dst = append(dst, e.Value...)
+	}
+	return dst
+}
+
+// KeyString is a human-readable form of the bucket key, for logs and
+// `tokengate explain`: edge/search["alice" "/search"].
+func (r *Rule) KeyString(entries []Entry) string {
+	values := make([]string, len(entries))
+	for i, e := range entries {
+		values[i] = strconv.Quote(e.Value)
+	}
+	return r.Domain + "/" + r.Name + "[" + strings.Join(values, " ") + "]"
+}
+
+func keyPrefix(domain, name string) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(domain)))
+	b = append(b, domain...)
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	return append(b, name...)
+}
