@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
@@ -254,13 +255,18 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 		rateOK = true
 	}
 	paramsOK := false
-	if capOK && rateOK {
-		var err error
-		if rule.params, err = bucket.NewParams(capacity, rate); err != nil {
-			r.fail(f["capacity"], a, "capacity", err)
-		} else {
-			paramsOK = true
+	if capOK {
+		// Check the capacity even when the rate is bad, against any valid
+		// rate, so that both are reported.
+		probe := rate
+		if !rateOK {
+			probe, _ = bucket.NewRate(1, time.Second)
 		}
+		params, err := bucket.NewParams(capacity, probe)
+		if err != nil {
+			r.fail(f["capacity"], a, "capacity", err)
+		}
+		rule.params, paramsOK = params, err == nil && rateOK
 	}
 	rule.Cost = 1
 	if cost, ok := r.intField(n, f, a, "cost", false); ok {

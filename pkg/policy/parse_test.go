@@ -185,6 +185,10 @@ func TestParseReportsEveryError(t *testing.T) {
     - name: a
       match: []
       unlimited: true
+    - name: d
+      match: [{key: k2}]
+      capacity: -1
+      refill: 1/x
   other:
     - name: c
       match: [{key: k}]
@@ -201,7 +205,9 @@ func TestParseReportsEveryError(t *testing.T) {
 		`p.yaml:5: domain "edge" rule "a": capacity 0 out of range`,
 		`p.yaml:10: domain "edge" rule "b": refill: rate "10/q"`,
 		`p.yaml:12: domain "edge" rule "a": match: empty`,
-		`p.yaml:19: domain "other" rule "c": cost: 6 exceeds capacity 5`,
+		`p.yaml:16: domain "edge" rule "d": capacity -1 out of range`,
+		`p.yaml:17: domain "edge" rule "d": refill: rate "1/x"`,
+		`p.yaml:23: domain "other" rule "c": cost: 6 exceeds capacity 5`,
 	}
 	if len(errs) != len(want) {
 		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), err)

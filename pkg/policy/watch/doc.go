@@ -1,0 +1,23 @@
+// Package watch keeps a compiled policy in step with its file.
+//
+// A Watcher loads the policy file once (New), then watches the file's
+// directory with fsnotify so that it sees every way the file can change:
+// written in place, replaced by an editor's rename, deleted and recreated,
+// or — in Kubernetes — swapped by the kubelet, which replaces the mounted
+// directory's "..data" symlink atomically while "policy.yaml" stays a
+// symlink into it. Events are debounced; the file is re-read and
+// recompiled only when its SHA-256 differs from the last content tried. A
+// slow poll catches changes no event reports (a symlink into another
+// directory).
+//
+// A file that cannot be read, parsed or validated is refused whole: the
+// last good policy keeps serving, the failure is logged with every issue,
+// and the OnReload hook hears of it (so that the server can count
+// tokengate_policy_reloads_total{result}). A good file is compiled against
+// the serving policy (policy.Compiler), swapped in atomically and
+// activated, so a request sees exactly one policy: whatever Current
+// returned when it started.
+//
+// Current is safe for concurrent use and never blocks; reloads run one at
+// a time.
+package watch

@@ -1,0 +1,265 @@
+package watch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/policy"
+)
+
+// Defaults of Options.
+const (
+	DefaultDebounce = 100 * time.Millisecond
+	DefaultPoll     = 10 * time.Second
+)
+
+// Result is the outcome of a reload, as the label of
+// tokengate_policy_reloads_total.
+type Result string
+
+const (
+	Success Result = "success"
+	Failure Result = "failure"
+)
+
+// Hook hears of every reload that was tried: on Success p is the new
+// policy and err is nil; on Failure p is the policy still serving and err
+// says why the file was refused (a policy.Errors when it did not
+// validate). It runs on the watcher's goroutine and must not block.
+type Hook func(result Result, p *policy.Policy, err error)
+
+// Options configure a Watcher.
+type Options struct {
+	// Path is the policy file; it may be a symlink (a ConfigMap mount).
+	Path string
+	// Clock must be the clock the store reads: new rule versions take
+	// effect at its reading when the file is compiled.
+	Clock clock.Clock
+	// Compiler numbers rule versions; nil uses a new one. Pass the same
+	// Compiler to everything that compiles policies for one store.
+	Compiler *policy.Compiler
+	// Logger receives reloads and failures; nil discards them.
+	Logger *slog.Logger
+	// Debounce is how long the file must stay quiet after an event before
+	// it is re-read; 0 means DefaultDebounce. A stream of events delays a
+	// reload by at most ten times this.
+	Debounce time.Duration
+	// Poll is how often the file is re-read even without events; 0 means
+	// DefaultPoll and a negative value turns polling off.
+	Poll time.Duration
+	// OnReload, when not nil, hears of every reload tried, the first
+	// load included.
+	OnReload Hook
+}
+
+// Watcher holds the current policy and reloads it when its file changes.
+type Watcher struct {
+	opts    Options
+	path    string // absolute, cleaned
+	current atomic.Pointer[policy.Policy]
+	fs      *fsnotify.Watcher
+	close   sync.Once
+
+	mu   sync.Mutex // serialises reloads
+	seen string     // the last content (its hash) or read error tried
+}
+
+// New loads the policy file, activates it and starts watching its
+// directory. It fails, changing nothing, when the file cannot be loaded.
+// Call Run to apply changes, or Close to stop watching.
+func New(opts Options) (*Watcher, error) {
+	if opts.Clock == nil {
+		return nil, errors.New("watch: Options.Clock is required")
+	}
+	if opts.Compiler == nil {
+		opts.Compiler = new(policy.Compiler)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.Poll == 0 {
+		opts.Poll = DefaultPoll
+	}
+	path, err := filepath.Abs(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("watch: policy path %q: %w", opts.Path, err)
+	}
+	w := &Watcher{opts: opts, path: path}
+	if err := w.Reload(); err != nil {
+		return nil, err
+	}
+	if w.fs, err = fsnotify.NewWatcher(); err != nil {
+		return nil, fmt.Errorf("watch: %w", err)
+	}
+	if err := w.fs.Add(filepath.Dir(path)); err != nil {
+		w.fs.Close()
+		return nil, fmt.Errorf("watch: watching %s: %w", filepath.Dir(path), err)
+	}
+	return w, nil
+}
+
+// Current is the policy now serving; never nil after New succeeded.
+func (w *Watcher) Current() *policy.Policy { return w.current.Load() }
+
+// Run applies changes of the file until ctx is done or Close is called,
+// then stops watching. Call it once.
+func (w *Watcher) Run(ctx context.Context) error {
+	defer w.Close()
+	var (
+		quiet    = time.NewTimer(time.Hour)
+		pending  bool      // a reload is scheduled on quiet
+		firstAt  time.Time // first event since the last reload
+		poll     <-chan time.Time
+		maxDelay = 10 * w.opts.Debounce
+	)
+	quiet.Stop()
+	if w.opts.Poll > 0 {
+		t := time.NewTicker(w.opts.Poll)
+		defer t.Stop()
+		poll = t.C
+	}
+	schedule := func() {
+		switch {
+		case !pending:
+			pending, firstAt = true, time.Now()
+			quiet.Reset(w.opts.Debounce)
+		case time.Since(firstAt) < maxDelay:
+			quiet.Reset(w.opts.Debounce)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.fs.Events:
+			if !ok {
+				return nil
+			}
+			if w.concerns(ev) {
+				schedule()
+			}
+		case err, ok := <-w.fs.Errors:
+			if !ok {
+				return nil
+			}
+			w.opts.Logger.Warn("policy watch error; re-reading the file", "path", w.path, "err", err)
+			schedule()
+		case <-quiet.C:
+			pending = false
+			_ = w.Reload() // logged and reported by Reload
+		case <-poll:
+			if !pending {
+				_ = w.Reload()
+			}
+		}
+	}
+}
+
+// concerns reports whether ev may have changed the policy file: an event
+// on the file itself or on the "..data" symlink of a Kubernetes volume.
+func (w *Watcher) concerns(ev fsnotify.Event) bool {
+	if ev.Op == fsnotify.Chmod {
+		return false
+	}
+	name := filepath.Base(ev.Name)
+	return filepath.Dir(ev.Name) == filepath.Dir(w.path) && (name == filepath.Base(w.path) || name == "..data")
+}
+
+// Close stops watching; Current keeps returning the last policy.
+func (w *Watcher) Close() error {
+	var err error
+	w.close.Do(func() { err = w.fs.Close() })
+	return err
+}
+
+// Reload re-reads the file now. When its content differs from the last
+// tried it is compiled against the serving policy and, if good, swapped in
+// and activated; a bad file leaves the serving policy in place and is
+// returned as the error. Content already tried (good or bad) is skipped
+// and returns nil, so a bad file is reported once, not on every poll.
+func (w *Watcher) Reload() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cur := w.current.Load()
+	data, err := readFile(w.path)
+	if err != nil {
+		err = fmt.Errorf("read policy: %w", err)
+		if w.seen == err.Error() {
+			return nil
+		}
+		w.seen = err.Error()
+		w.refused(cur, err)
+		return err
+	}
+	sum := sha256.Sum256(data)
+	seen := hex.EncodeToString(sum[:])
+	if w.seen == seen {
+		return nil
+	}
+	w.seen = seen
+	if cur != nil && cur.SHA256() == seen {
+		w.opts.Logger.Info("policy file is back to the content serving", "path", w.path, "sha256", seen)
+		return nil
+	}
+	p, err := w.opts.Compiler.Compile(w.opts.Path, data, cur, w.opts.Clock.Now())
+	if err != nil {
+		w.refused(cur, err)
+		return err
+	}
+	w.current.Store(p)
+	p.Activate()
+	w.loaded(cur, p)
+	return nil
+}
+
+func (w *Watcher) loaded(prev, p *policy.Policy) {
+	attrs := []any{"path", w.path, "revision", p.Revision(), "sha256", p.SHA256(), "domains", len(p.Domains())}
+	if prev != nil {
+		attrs = append(attrs, "previous_revision", prev.Revision(), "previous_sha256", prev.SHA256())
+	}
+	w.opts.Logger.Info("policy loaded", attrs...)
+	for _, is := range p.Warnings() {
+		w.opts.Logger.Warn("policy warning", "path", w.path, "warning", is.Error())
+	}
+	if w.opts.OnReload != nil {
+		w.opts.OnReload(Success, p, nil)
+	}
+}
+
+func (w *Watcher) refused(cur *policy.Policy, err error) {
+	attrs := []any{"path", w.path, "err", err}
+	if cur != nil {
+		attrs = append(attrs, "serving_revision", cur.Revision(), "serving_sha256", cur.SHA256())
+	}
+	w.opts.Logger.Error("policy refused; the last good policy keeps serving", attrs...)
+	if w.opts.OnReload != nil {
+		w.opts.OnReload(Failure, cur, err)
+	}
+}
+
+// readFile reads at most one byte more than policy.MaxFileSize, enough for
+// Parse to refuse a file that is too large without reading all of it.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, policy.MaxFileSize+1))
+}
