@@ -1,0 +1,72 @@
+// Package metrics defines tokengate's Prometheus metrics. Everything is
+// created on an injected prometheus.Registerer (no globals), and label
+// values come only from the policy (domain, rule) and from fixed sets
+// (result, reason), never from request values.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Decision results, the values of the "result" label.
+const (
+	ResultOK              = "ok"
+	ResultOverLimit       = "over_limit"
+	ResultRefused         = "refused"           // cost above max_cost or capacity, bad value
+	ResultShadowOverLimit = "shadow_over_limit" // a shadow rule that would have refused
+	ResultStoreError      = "store_error"       // decided by on_store_error
+	ResultNoRule          = "no_rule"           // no rule matched: OK, nothing consumed
+)
+
+// Metrics are the collectors the service and server update directly.
+type Metrics struct {
+	Decisions   *prometheus.CounterVec   // domain, rule, result
+	Remaining   *prometheus.HistogramVec // domain, rule: remaining share of capacity
+	RPCDuration *prometheus.HistogramVec // method, code
+	StoreErrors *prometheus.CounterVec   // store
+	Reloads     *prometheus.CounterVec   // result
+	PolicyInfo  *prometheus.GaugeVec     // revision, sha256
+}
+
+// New creates the metrics and registers them, with the Go and process
+// collectors, on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_decisions_total",
+			Help: "Descriptor decisions by domain, rule and result.",
+		}, []string{"domain", "rule", "result"}),
+		Remaining: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tokengate_remaining_ratio",
+			Help:    "Tokens left after a decision, as a share of the bucket's capacity.",
+			Buckets: []float64{0, 0.1, 0.25, 0.5, 0.75, 0.9, 1},
+		}, []string{"domain", "rule"}),
+		RPCDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tokengate_rpc_duration_seconds",
+			Help:    "Time to answer an RPC, by method and gRPC code.",
+			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3},
+		}, []string{"method", "code"}),
+		StoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_store_errors_total",
+			Help: "Store calls that failed, by store.",
+		}, []string{"store"}),
+		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_policy_reloads_total",
+			Help: "Policy loads by result (success or failure).",
+		}, []string{"result"}),
+		PolicyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tokengate_policy_info",
+			Help: "The policy now serving: 1 for its revision and sha256.",
+		}, []string{"revision", "sha256"}),
+	}
+	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.Reloads, m.PolicyInfo,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// SetPolicy records the policy now serving in tokengate_policy_info.
+func (m *Metrics) SetPolicy(revision, sha256 string) {
+	m.PolicyInfo.Reset()
+	m.PolicyInfo.WithLabelValues(revision, sha256).Set(1)
+}

@@ -1,0 +1,28 @@
+// Package service answers Envoy's
+// envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit from the
+// policy now serving and a store.
+//
+// Per request (DESIGN.md §3): the clock is read once; each descriptor is
+// matched to a rule of the request's domain (no rule, or an unlimited one:
+// OK, nothing consumed); its cost is the descriptor's hits_addend when set
+// (0 checks only), else the request's hits_addend when non-zero, else the
+// rule's cost, negated by is_negative_hits (a refund). All enforced
+// descriptors are decided together: if one cannot be covered, the request
+// is OVER_LIMIT and none is charged. Shadow rules are decided on their own,
+// counted, and always answer OK.
+//
+// # Bad requests
+//
+// What Envoy's configuration shapes gets a gRPC InvalidArgument, and Envoy
+// applies its failure_mode_deny: an empty domain, no descriptors, more than
+// MaxDescriptors descriptors, a descriptor with no entries or more than
+// MaxEntries, an empty or over-long entry key. What a client shapes (an
+// entry value, through a header or a path) never turns into an error that
+// failure_mode could let through: a value longer than MaxValueBytes in a
+// limited descriptor refuses that descriptor (OVER_LIMIT, no retry time, an
+// x-tokengate-reason header). So does a cost above the rule's max_cost or
+// capacity: no amount of waiting makes it affordable.
+//
+// Service is safe for concurrent use; the hot path allocates only the
+// response it returns.
+package service

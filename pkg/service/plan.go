@@ -1,0 +1,156 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/store"
+)
+
+// scratch is one request's working memory, reused through a sync.Pool so
+// that the hot path does not allocate. Nothing in a response points into it.
+type scratch struct {
+	entries []policy.Entry
+	keys    []byte // every bucket key of the request, back to back
+	descs   []desc
+
+	enforced, shadow batch
+	refused          bool // a descriptor was refused before the store
+	id               string
+}
+
+// batch is one store call: the enforced descriptors, or the shadow ones.
+type batch struct {
+	req     store.Request
+	results []store.Result
+	out     store.Outcome
+	err     error
+}
+
+// desc is the plan for one descriptor.
+type desc struct {
+	rule     *policy.Rule // nil: no rule matched
+	isID     bool         // the request-id descriptor
+	item     int          // index in its batch, -1 when it has no bucket
+	refusal  string       // why it was refused before the store, "" if not
+	keyStart int
+	keyEnd   int
+}
+
+func (sc *scratch) reset() {
+	sc.entries, sc.keys, sc.descs = sc.entries[:0], sc.keys[:0], sc.descs[:0]
+	sc.enforced.reset()
+	sc.shadow.reset()
+	sc.refused, sc.id = false, ""
+}
+
+func (b *batch) reset() {
+	b.req.Items = b.req.Items[:0]
+	b.req.ID = ""
+	b.out, b.err = store.Outcome{}, nil
+}
+
+// plan matches every descriptor to its rule, works out its cost and builds
+// its bucket key.
+func (sc *scratch) plan(pol *policy.Policy, req *rlsv3.RateLimitRequest) {
+	sc.reset()
+	idKey := pol.RequestIDKey()
+	for _, d := range req.Descriptors {
+		ds := desc{item: -1}
+		if idKey != "" && len(d.Entries) == 1 && d.Entries[0].Key == idKey {
+			sc.id, ds.isID = d.Entries[0].Value, true
+			sc.descs = append(sc.descs, ds)
+			continue
+		}
+		sc.entries = sc.entries[:0]
+		for _, e := range d.Entries {
+			sc.entries = append(sc.entries, policy.Entry{Key: e.Key, Value: e.Value})
+		}
+		ds.rule = pol.Match(req.Domain, sc.entries)
+		if ds.rule != nil && !ds.rule.Unlimited {
+			var cost int64
+			cost, ds.refusal = costOf(d, req.HitsAddend, ds.rule, sc.entries)
+			if ds.refusal == "" {
+				ds.keyStart = len(sc.keys)
+				sc.keys = ds.rule.AppendKey(sc.keys, sc.entries)
+				ds.keyEnd = len(sc.keys)
+				b := sc.batch(ds.rule)
+				ds.item = len(b.req.Items)
+				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost})
+			} else if !ds.rule.Shadow {
+				sc.refused = true
+			}
+		}
+		sc.descs = append(sc.descs, ds)
+	}
+	// sc.keys no longer grows: the items' keys can now alias it.
+	for _, ds := range sc.descs {
+		if ds.item >= 0 {
+			sc.batch(ds.rule).req.Items[ds.item].Key = unsafe.String(&sc.keys[ds.keyStart], ds.keyEnd-ds.keyStart)
+		}
+	}
+}
+
+func (sc *scratch) batch(r *policy.Rule) *batch {
+	if r.Shadow {
+		return &sc.shadow
+	}
+	return &sc.enforced
+}
+
+// costOf is the descriptor's cost (DESIGN.md §3.2), or why it is refused.
+func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rule, entries []policy.Entry) (int64, string) {
+	for _, e := range entries {
+		if len(e.Value) > MaxValueBytes {
+			return 0, fmt.Sprintf("descriptor value of %d bytes for key %q (at most %d)", len(e.Value), e.Key, MaxValueBytes)
+		}
+	}
+	c := uint64(r.Cost)
+	switch {
+	case d.HitsAddend != nil:
+		c = d.HitsAddend.Value
+	case hitsAddend != 0:
+		c = uint64(hitsAddend)
+	}
+	if d.IsNegativeHits {
+		// A refund beyond capacity fills the bucket, no more.
+		return -int64(min(c, uint64(r.Version.Params.Capacity()))), ""
+	}
+	if c > uint64(r.MaxCost) {
+		return 0, fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
+	}
+	return int64(c), ""
+}
+
+// decide runs the store calls: the enforced descriptors together (check
+// only when one was refused already, so nothing is charged), then the
+// shadow ones on their own, without the request id (a replay of the id
+// answers the enforced call).
+func (sc *scratch) decide(ctx context.Context, st store.Store, now int64) {
+	if sc.refused {
+		for i := range sc.enforced.req.Items {
+			sc.enforced.req.Items[i].Cost = 0
+		}
+	}
+	sc.enforced.req.ID = sc.id
+	sc.enforced.run(ctx, st, now)
+	sc.shadow.run(ctx, st, now)
+}
+
+func (b *batch) run(ctx context.Context, st store.Store, now int64) {
+	n := len(b.req.Items)
+	if n == 0 {
+		return
+	}
+	b.req.Now = now
+	if cap(b.results) < n {
+		b.results = make([]store.Result, n)
+	}
+	b.results = b.results[:n]
+	b.out, b.err = st.Decide(ctx, &b.req, b.results)
+}

@@ -1,0 +1,129 @@
+package service
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
+)
+
+// Response headers tokengate adds.
+const (
+	HeaderRetryAfter = "retry-after"
+	// HeaderReason says why a request can never be allowed as it is.
+	HeaderReason = "x-tokengate-reason"
+	// HeaderDegraded marks an answer the store did not make: it failed
+	// and the rules' on_store_error decided.
+	HeaderDegraded = "x-tokengate-degraded"
+)
+
+// respond builds the answer: one status per descriptor, in order.
+func (sc *scratch) respond(req *rlsv3.RateLimitRequest, t *ruleTable, m *metrics.Metrics) *rlsv3.RateLimitResponse {
+	n := len(sc.descs)
+	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+	durations := make([]durationpb.Duration, n)
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	var (
+		over, degraded bool
+		retry          int64 // the longest wait of an over-limit descriptor
+		reason         string
+	)
+	for i := range sc.descs {
+		ds := &sc.descs[i]
+		st := &statuses[i]
+		resp.Statuses[i] = st
+		st.Code = rlsv3.RateLimitResponse_OK
+		switch {
+		case ds.isID:
+			continue
+		case ds.rule == nil:
+			t.noRuleCounter(req.Domain, m).Inc()
+			continue
+		}
+		info := t.rules[ds.rule]
+		st.CurrentLimit = info.limit
+		if ds.rule.Unlimited {
+			info.result[metrics.ResultOK].Inc()
+			continue
+		}
+		res, why := sc.status(ds, st, &durations[i], info)
+		if res != metrics.ResultOK && !(res == metrics.ResultStoreError && ds.rule.OnStoreError == policy.StoreErrorAllow) {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if res == metrics.ResultOverLimit {
+			retry = max(retry, sc.batch(ds.rule).results[ds.item].RetryAfter)
+		}
+		if ds.rule.Shadow {
+			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+				res = metrics.ResultShadowOverLimit
+			}
+			st.Code = rlsv3.RateLimitResponse_OK
+		}
+		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			over = true
+			reason = cmp.Or(reason, why)
+		}
+		degraded = degraded || res == metrics.ResultStoreError
+		info.result[res].Inc()
+	}
+	if over {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		switch {
+		case reason != "":
+			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderReason, Value: reason})
+		case retry > 0:
+			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(ceilSeconds(retry), 10)})
+		}
+	}
+	if degraded {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderDegraded, Value: "store-error"})
+	}
+	return resp
+}
+
+// status fills st's remaining tokens and reset time from the store's answer
+// and returns the decision's result label, with the reason of a refusal.
+func (sc *scratch) status(ds *desc, st *rlsv3.RateLimitResponse_DescriptorStatus, d *durationpb.Duration, info *ruleInfo) (string, string) {
+	b := sc.batch(ds.rule)
+	switch {
+	case ds.refusal != "":
+		return metrics.ResultRefused, ds.refusal
+	case b.err != nil:
+		return metrics.ResultStoreError, ""
+	}
+	r := b.results[ds.item]
+	st.LimitRemaining = uint32(min(r.Remaining, 1<<32-1))
+	info.remaining.Observe(float64(r.Remaining) / info.capacity)
+	switch {
+	case r.Never:
+		return metrics.ResultRefused, fmt.Sprintf("cost %d exceeds capacity %d of rule %s/%s",
+			b.req.Items[ds.item].Cost, ds.rule.Version.Params.Capacity(), ds.rule.Domain, ds.rule.Name)
+	case r.Allowed:
+		setDuration(d, r.ResetAfter)
+		st.DurationUntilReset = d
+		return metrics.ResultOK, ""
+	}
+	// Envoy truncates this to whole seconds for X-RateLimit-Reset.
+	setDuration(d, ceilSeconds(r.RetryAfter)*1e9)
+	st.DurationUntilReset = d
+	return metrics.ResultOverLimit, ""
+}
+
+func setDuration(d *durationpb.Duration, ns int64) {
+	d.Seconds, d.Nanos = ns/1e9, int32(ns%1e9)
+}
+
+// ceilSeconds rounds a positive duration up to whole seconds.
+func ceilSeconds(ns int64) int64 {
+	s := ns / 1e9
+	if ns%1e9 != 0 {
+		s++
+	}
+	return s
+}

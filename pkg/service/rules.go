@@ -1,0 +1,94 @@
+package service
+
+import (
+	"math/bits"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
+)
+
+// ruleTable is what the response needs per rule of one policy, built once
+// when the policy changes: the current_limit message every status of the
+// rule shares (read-only), and its metric handles, so that the hot path
+// does no label lookups.
+type ruleTable struct {
+	pol    *policy.Policy
+	rules  map[*policy.Rule]*ruleInfo
+	noRule map[string]prometheus.Counter // by domain
+}
+
+type ruleInfo struct {
+	limit     *rlsv3.RateLimitResponse_RateLimit
+	capacity  float64
+	remaining prometheus.Observer
+	result    map[string]prometheus.Counter
+}
+
+func (s *Service) ruleTable(pol *policy.Policy) *ruleTable {
+	if t := s.rules.Load(); t != nil && t.pol == pol {
+		return t
+	}
+	// Two requests may build the same table at a reload; either is right.
+	t := newRuleTable(pol, s.opts.Metrics)
+	s.rules.Store(t)
+	return t
+}
+
+func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
+	t := &ruleTable{pol: pol, rules: map[*policy.Rule]*ruleInfo{}, noRule: map[string]prometheus.Counter{}}
+	for _, d := range pol.Domains() {
+		t.noRule[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultNoRule)
+		for _, r := range pol.Rules(d) {
+			info := &ruleInfo{limit: &rlsv3.RateLimitResponse_RateLimit{Name: r.Name}, result: map[string]prometheus.Counter{}}
+			for _, res := range []string{metrics.ResultOK, metrics.ResultOverLimit, metrics.ResultRefused, metrics.ResultShadowOverLimit, metrics.ResultStoreError} {
+				info.result[res] = m.Decisions.WithLabelValues(d, r.Name, res)
+			}
+			if !r.Unlimited {
+				info.limit.RequestsPerUnit, info.limit.Unit = envoyRate(r.Version.Params.Rate())
+				info.capacity = float64(r.Version.Params.Capacity())
+				info.remaining = m.Remaining.WithLabelValues(d, r.Name)
+			}
+			t.rules[r] = info
+		}
+	}
+	return t
+}
+
+// noRuleCounter counts a descriptor no rule matched; a domain the policy
+// does not know is counted as "" (label values come only from the policy).
+func (t *ruleTable) noRuleCounter(domain string, m *metrics.Metrics) prometheus.Counter {
+	if c, ok := t.noRule[domain]; ok {
+		return c
+	}
+	return m.Decisions.WithLabelValues("", "", metrics.ResultNoRule)
+}
+
+var envoyUnits = [...]struct {
+	ns   uint64
+	unit rlsv3.RateLimitResponse_RateLimit_Unit
+}{
+	{1e9, rlsv3.RateLimitResponse_RateLimit_SECOND},
+	{60e9, rlsv3.RateLimitResponse_RateLimit_MINUTE},
+	{3600e9, rlsv3.RateLimitResponse_RateLimit_HOUR},
+	{86400e9, rlsv3.RateLimitResponse_RateLimit_DAY},
+}
+
+// envoyRate expresses a rate in the closest Envoy unit: the smallest of
+// second, minute, hour and day in which it is a whole number of tokens, or
+// failing that the rounded number of tokens per day (at least 1).
+func envoyRate(r bucket.Rate) (uint32, rlsv3.RateLimitResponse_RateLimit_Unit) {
+	n, per := uint64(r.Tokens()), uint64(r.Per())
+	for _, u := range envoyUnits {
+		if hi, lo := bits.Mul64(u.ns, n); hi == 0 && lo%per == 0 && lo/per <= 1<<32-1 {
+			return uint32(lo / per), u.unit
+		}
+	}
+	day := envoyUnits[len(envoyUnits)-1]
+	perDay := (float64(n)*float64(day.ns)/float64(per) + 0.5)
+	return uint32(min(max(perDay, 1), 1<<32-1)), day.unit
+}
