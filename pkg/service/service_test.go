@@ -222,14 +222,14 @@ func TestBadRequests(t *testing.T) {
 	}
 	long := strings.Repeat("k", MaxKeyBytes+1)
 	for name, req := range map[string]*rlsv3.RateLimitRequest{
-		"empty domain":      {Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("user_id", "x")}},
-		"no descriptors":    {Domain: "edge"},
-		"too many":          {Domain: "edge", Descriptors: many},
-		"empty entries":     {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{}}},
-		"empty key":         {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("", "x")}},
-		"key too long":      {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr(long, "x")}},
-		"nil descriptor":    {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{nil}},
-		"nil entry":         {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{nil}}}},
+		"empty domain":   {Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("user_id", "x")}},
+		"no descriptors": {Domain: "edge"},
+		"too many":       {Domain: "edge", Descriptors: many},
+		"empty entries":  {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{}}},
+		"empty key":      {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("", "x")}},
+		"key too long":   {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr(long, "x")}},
+		"nil descriptor": {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{nil}},
+		"nil entry":      {Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{nil}}}},
 	} {
 		_, err := f.svc.ShouldRateLimit(context.Background(), req)
 		if status.Code(err) != codes.InvalidArgument {
