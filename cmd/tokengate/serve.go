@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tokengate/tokengate/config"
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/policy/watch"
+	"github.com/tokengate/tokengate/pkg/server"
+	"github.com/tokengate/tokengate/pkg/service"
+	"github.com/tokengate/tokengate/pkg/store/memory"
+)
+
+// serve runs tokengate until SIGTERM or SIGINT, then drains and returns.
+func serve(args []string, stderr io.Writer) error {
+	s, err := loadSettings(args)
+	if err != nil {
+		return err
+	}
+	if s.Store == "redis" {
+		return errors.New("--store redis: the Redis store is not available in this build yet; use --store memory")
+	}
+	log := s.logger(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	clk := clock.NewMonotonic()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	current, err := loadPolicy(ctx, s, clk, m, log)
+	if err != nil {
+		return err
+	}
+
+	mem := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
+	metrics.RegisterStore(reg, func() metrics.StoreStats { return storeStats(mem.Stats()) })
+	go mem.Run(ctx, s.JanitorInterval)
+
+	svc, err := service.New(service.Options{Policy: current, Store: mem, StoreName: "memory", Metrics: m, Clock: clk, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Options{
+		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, RateLimit: svc, Metrics: m, Gatherer: reg,
+		Policy: current, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("tokengate starting", slog.String("version", versionString()), slog.String("store", s.Store))
+	return srv.Serve(ctx)
+}
+
+// loadPolicy loads the policy file and keeps watching it, or compiles the
+// built-in policy when none is given. It returns what serves now.
+func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (func() *policy.Policy, error) {
+	if s.Policy == "" {
+		p, err := new(policy.Compiler).Compile(config.DefaultName, config.Default, nil, clk.Now())
+		if err != nil {
+			return nil, fmt.Errorf("built-in policy: %w", err)
+		}
+		p.Activate()
+		reloaded(m, log, watch.Success, p, nil)
+		return func() *policy.Policy { return p }, nil
+	}
+	w, err := watch.New(watch.Options{
+		Path: s.Policy, Clock: clk, Logger: log,
+		OnReload: func(r watch.Result, p *policy.Policy, err error) { reloaded(m, log, r, p, err) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		defer w.Close()
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("policy watcher stopped; the last good policy keeps serving", slog.String("error", err.Error()))
+		}
+	}()
+	return w.Current, nil
+}
+
+// reloaded counts a policy load and exports the policy now serving.
+func reloaded(m *metrics.Metrics, log *slog.Logger, r watch.Result, p *policy.Policy, err error) {
+	m.Reloads.WithLabelValues(string(r)).Inc()
+	if r == watch.Success {
+		m.SetPolicy(strconv.FormatInt(p.Revision(), 10), p.SHA256())
+		log.Info("policy loaded", slog.String("file", p.Name()), slog.Int64("revision", p.Revision()), slog.String("sha256", p.SHA256()))
+	}
+}
+
+func storeStats(st memory.Stats) metrics.StoreStats {
+	dropped := make(map[string]uint64, len(st.Dropped))
+	for r, n := range st.Dropped {
+		dropped[memory.Reason(r).String()] = n
+	}
+	return metrics.StoreStats{
+		Buckets: st.Buckets, Dropped: dropped, Contended: st.Contended, LockWaitSecs: st.LockWait.Seconds(),
+		Replays: st.Replays, IDsForgotten: st.IDsForgotten,
+	}
+}

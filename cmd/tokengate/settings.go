@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// settings are serve's knobs. Each flag --some-name is also the environment
+// variable TOKENGATE_SOME_NAME and the key some-name of an optional
+// settings file (--config); a flag beats the environment, which beats the
+// file. The flag names are part of tokengate's contract.
+type settings struct {
+	Policy          string
+	GRPCAddr        string
+	HTTPAddr        string
+	Store           string
+	RedisAddr       string
+	MaxBuckets      int
+	LogLevel        string
+	LogFormat       string
+	Pprof           bool
+	ShutdownTimeout time.Duration
+	JanitorInterval time.Duration
+	ReplayWindow    time.Duration
+}
+
+func loadSettings(args []string) (settings, error) {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.String("config", "", "settings file (YAML, JSON or TOML) with the keys below")
+	fs.String("policy", "", "policy file to serve and watch (default: the built-in policy)")
+	fs.String("grpc-addr", ":8081", "gRPC listen address (ratelimit.v3, health, reflection)")
+	fs.String("http-addr", ":8080", "HTTP listen address (/metrics, /healthz, /readyz, /debug/policy)")
+	fs.String("store", "memory", "where buckets live: memory or redis")
+	fs.String("redis-addr", "127.0.0.1:6379", "Redis address, for --store redis")
+	fs.Int("max-buckets", 1_000_000, "most buckets the memory store holds")
+	fs.String("log-level", "info", "debug, info, warn or error")
+	fs.String("log-format", "json", "json or text")
+	fs.Bool("pprof", false, "serve /debug/pprof/ on the HTTP address")
+	fs.Duration("shutdown-timeout", 10*time.Second, "longest wait for in-flight RPCs on SIGTERM")
+	fs.Duration("janitor-interval", 10*time.Second, "how often full and removed buckets are dropped")
+	fs.Duration("replay-window", 30*time.Second, "how long a request id is remembered")
+	if err := fs.Parse(args); err != nil {
+		return settings{}, err
+	}
+	if fs.NArg() > 0 {
+		return settings{}, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	v := viper.New()
+	v.SetEnvPrefix("TOKENGATE")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	if err := v.BindPFlags(fs); err != nil {
+		return settings{}, err
+	}
+	if file := v.GetString("config"); file != "" {
+		v.SetConfigFile(file)
+		if err := v.ReadInConfig(); err != nil {
+			return settings{}, fmt.Errorf("settings file: %w", err)
+		}
+	}
+	s := settings{
+		Policy:          v.GetString("policy"),
+		GRPCAddr:        v.GetString("grpc-addr"),
+		HTTPAddr:        v.GetString("http-addr"),
+		Store:           v.GetString("store"),
+		RedisAddr:       v.GetString("redis-addr"),
+		MaxBuckets:      v.GetInt("max-buckets"),
+		LogLevel:        v.GetString("log-level"),
+		LogFormat:       v.GetString("log-format"),
+		Pprof:           v.GetBool("pprof"),
+		ShutdownTimeout: v.GetDuration("shutdown-timeout"),
+		JanitorInterval: v.GetDuration("janitor-interval"),
+		ReplayWindow:    v.GetDuration("replay-window"),
+	}
+	return s, s.check()
+}
+
+func (s settings) check() error {
+	switch {
+	case s.Store != "memory" && s.Store != "redis":
+		return fmt.Errorf("--store %q: want memory or redis", s.Store)
+	case s.MaxBuckets <= 0:
+		return fmt.Errorf("--max-buckets %d: want a positive number", s.MaxBuckets)
+	case s.LogFormat != "json" && s.LogFormat != "text":
+		return fmt.Errorf("--log-format %q: want json or text", s.LogFormat)
+	case s.ShutdownTimeout <= 0 || s.JanitorInterval <= 0 || s.ReplayWindow <= 0:
+		return fmt.Errorf("--shutdown-timeout, --janitor-interval and --replay-window must be positive")
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", s.LogLevel)
+	}
+	return nil
+}
+
+func (s settings) logger(w io.Writer) *slog.Logger {
+	var l slog.Level
+	l.UnmarshalText([]byte(s.LogLevel))
+	opts := &slog.HandlerOptions{Level: l}
+	if s.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

@@ -1,0 +1,182 @@
+// Package server runs tokengate's listeners: gRPC (the ratelimit.v3
+// service, grpc.health.v1 and server reflection) and HTTP (/metrics,
+// /healthz, /readyz, /debug/policy and, when asked, /debug/pprof/). Serve
+// runs until its context ends, then drains: health turns NOT_SERVING, new
+// connections are refused, in-flight RPCs finish within ShutdownTimeout.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
+)
+
+// Options configure a Server. RateLimit, Metrics, Gatherer and Policy are
+// required.
+type Options struct {
+	GRPCAddr string // [":8081"]
+	HTTPAddr string // [":8080"]
+
+	RateLimit rlsv3.RateLimitServiceServer
+	Metrics   *metrics.Metrics
+	Gatherer  prometheus.Gatherer // what /metrics serves
+	// Policy returns the policy now serving, for /debug/policy.
+	Policy func() *policy.Policy
+	// Ready reports why tokengate cannot serve yet (nil when it can); it
+	// backs /readyz and the gRPC health status.
+	Ready func() error
+
+	Pprof           bool          // serve /debug/pprof/
+	ShutdownTimeout time.Duration // longest drain of in-flight RPCs [10s]
+	Logger          *slog.Logger  // [slog.Default()]
+}
+
+// Server holds the two listeners.
+type Server struct {
+	opts   Options
+	grpc   *grpc.Server
+	health *health.Server
+	http   *http.Server
+	gl, hl net.Listener
+}
+
+// gRPC limits, set deliberately: ratelimit requests are small, and Envoy
+// keeps long-lived HTTP/2 connections with its own keepalives.
+const (
+	maxRecvMsgSize       = 1 << 20
+	maxConcurrentStreams = 4096
+)
+
+// New listens on both addresses (":0" picks free ports; see GRPCAddr and
+// HTTPAddr) but serves nothing until Serve.
+func New(opts Options) (*Server, error) {
+	if opts.RateLimit == nil || opts.Metrics == nil || opts.Gatherer == nil || opts.Policy == nil {
+		return nil, errors.New("server: RateLimit, Metrics, Gatherer and Policy are required")
+	}
+	if opts.GRPCAddr == "" {
+		opts.GRPCAddr = ":8081"
+	}
+	if opts.HTTPAddr == "" {
+		opts.HTTPAddr = ":8080"
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Ready == nil {
+		opts.Ready = func() error { return nil }
+	}
+	s := &Server{opts: opts, health: health.NewServer()}
+	var err error
+	if s.gl, err = net.Listen("tcp", opts.GRPCAddr); err != nil {
+		return nil, fmt.Errorf("server: gRPC listener: %w", err)
+	}
+	if s.hl, err = net.Listen("tcp", opts.HTTPAddr); err != nil {
+		s.gl.Close()
+		return nil, fmt.Errorf("server: HTTP listener: %w", err)
+	}
+	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxRecvMsgSize),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.ChainUnaryInterceptor(s.observe),
+	)
+	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second}
+	return s, nil
+}
+
+// GRPCAddr is the address the gRPC listener is bound to.
+func (s *Server) GRPCAddr() net.Addr { return s.gl.Addr() }
+
+// HTTPAddr is the address the HTTP listener is bound to.
+func (s *Server) HTTPAddr() net.Addr { return s.hl.Addr() }
+
+// Serve serves until ctx ends, then shuts down gracefully. It returns nil
+// after a clean shutdown.
+func (s *Server) Serve(ctx context.Context) error {
+	errs := make(chan error, 2)
+	go func() { errs <- s.grpc.Serve(s.gl) }()
+	go func() {
+		if err := s.http.Serve(s.hl); !errors.Is(err, http.ErrServerClosed) {
+			errs <- err
+			return
+		}
+		errs <- nil
+	}()
+	stopHealth := s.trackReadiness(ctx)
+	s.opts.Logger.Info("serving", slog.String("grpc", s.GRPCAddr().String()), slog.String("http", s.HTTPAddr().String()))
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+	}
+	stopHealth()
+	return errors.Join(err, s.shutdown())
+}
+
+// shutdown drains: NOT_SERVING first, so probes and Envoy's health checks
+// move away, then no new RPCs, in-flight ones finished within the timeout.
+func (s *Server) shutdown() error {
+	s.health.Shutdown()
+	s.opts.Logger.Info("shutting down", slog.Duration("drain", s.opts.ShutdownTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	httpErr := s.http.Shutdown(ctx)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		return fmt.Errorf("server: in-flight RPCs still running after %v: stopped", s.opts.ShutdownTimeout)
+	}
+	return httpErr
+}
+
+// trackReadiness keeps the gRPC health status in step with Ready, checked
+// every second, until the returned stop is called.
+func (s *Server) trackReadiness(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			st := healthpb.HealthCheckResponse_SERVING
+			if s.opts.Ready() != nil {
+				st = healthpb.HealthCheckResponse_NOT_SERVING
+			}
+			s.health.SetServingStatus("", st)
+			s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
