@@ -147,6 +147,7 @@ func TestParseErrors(t *testing.T) {
 		{"null value", rule("      match: [{key: a, value: }]\n      unlimited: true\n"), `empty value`},
 		{"unlimited with capacity", rule("      match: [{key: a}]\n      unlimited: true\n      capacity: 5\n"), `policy.yaml:6: domain "edge" rule "r": capacity: not allowed on an unlimited rule`},
 		{"unlimited with refill", rule("      match: [{key: a}]\n      unlimited: true\n      refill: 1/s\n"), `refill: not allowed on an unlimited rule`},
+		{"too large", "# " + strings.Repeat("x", MaxFileSize) + "\n", `policy.yaml: file is 4194307 bytes, more than the 4194304 allowed`},
 		{"non-printable name", "domains:\n  edge:\n    - name: \"a\\tb\"\n      match: [{key: a}]\n      unlimited: true\n", `name: "a\tb" has characters that are not printable`},
 	}
 	for _, c := range cases {
