@@ -31,7 +31,10 @@ const (
 type Result string
 
 const (
+	// Success: the file's new content is serving.
 	Success Result = "success"
+	// Failure: the file could not be read or did not validate; the last
+	// good policy keeps serving.
 	Failure Result = "failure"
 )
 
