@@ -157,7 +157,7 @@ func TestDecisions(t *testing.T) {
 		for sample, want := range map[string]string{
 			`tokengate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`: "2",
 			`tokengate_decisions_total{domain="edge",result="refused",rule="upload"}`:      "1",
-			`tokengate_policy_reloads_total{result="success"}`:                            "1",
+			`tokengate_policy_reloads_total{result="success"}`:                             "1",
 		} {
 			if got := p.metric(t, sample); got != want {
 				t.Errorf("%s = %q, want %q", sample, got, want)
