@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -53,10 +54,14 @@ type Server struct {
 	health *health.Server
 	http   *http.Server
 	gl, hl net.Listener
+	// okObservers is built once all services are registered; read-only.
+	okObservers map[string]prometheus.Observer
 }
 
 // gRPC limits, set deliberately: ratelimit requests are small, and Envoy
-// keeps long-lived HTTP/2 connections with its own keepalives.
+// keeps long-lived HTTP/2 connections with its own keepalives. Streams are
+// served by a fixed pool of GOMAXPROCS workers rather than a new goroutine
+// each, and responses are marshalled by vtprotobuf (codec.go).
 const (
 	maxRecvMsgSize       = 1 << 20
 	maxConcurrentStreams = 4096
@@ -93,6 +98,8 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: HTTP listener: %w", err)
 	}
 	s.grpc = grpc.NewServer(
+		grpc.ForceServerCodecV2(newCodec()),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -102,6 +109,7 @@ func New(opts Options) (*Server, error) {
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
+	s.okObservers = s.buildOKObservers()
 	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
 }
