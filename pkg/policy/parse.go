@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	topFields   = []string{"revision", "request_id_key", "domains"}
+	topFields   = []string{"revision", "request_id_key", "domains", "front_doors"}
 	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "unlimited"}
 	entryFields = []string{"key", "value"}
 	// bucketFields only make sense on a rule with a bucket.
@@ -85,6 +85,9 @@ func (r *reader) policy(root *yaml.Node, p *Policy) {
 		p.names = append(p.names, name)
 	}
 	slices.Sort(p.names)
+	if n := f["front_doors"]; n != nil {
+		r.frontDoors(n, p)
+	}
 }
 
 // identifier reads a domain, rule or key name: a non-empty string of

@@ -21,6 +21,7 @@ type Policy struct {
 	requestIDKey string
 	domains      map[string]*domain
 	names        []string // domain names, sorted
+	frontDoors   map[string]*FrontDoor
 	warnings     []*Issue
 	removed      []*bucket.Lineage // rules of the previous policy that are gone
 }

@@ -1,0 +1,105 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// FrontDoorExplanation is what ExplainFrontDoor found: the descriptors a
+// front door builds for a request and the rule each one hits.
+type FrontDoorExplanation struct {
+	Policy     *Policy
+	FrontDoor  *FrontDoor
+	Domain     *FrontDoorDomain
+	Attributes *Attributes
+	Items      []FrontDoorItem
+}
+
+// FrontDoorItem is one descriptor of a FrontDoorExplanation.
+type FrontDoorItem struct {
+	Spec *DescriptorSpec
+	// Skipped says what the request lacks; the descriptor is not sent.
+	Skipped string
+	// Cost is the hits_addend header's value when HasCost; CostErr when the
+	// header holds no whole number (the request is refused).
+	Cost    uint64
+	HasCost bool
+	CostErr error
+	// Explanation is the rule the descriptor matches (nil when skipped).
+	*Explanation
+}
+
+// ExplainFrontDoor is `tokengate explain --front-door`: the descriptors the
+// named front door builds for a request in domain ("" for the front door's
+// only domain), and the rule each one hits.
+func (p *Policy) ExplainFrontDoor(door, domain string, a *Attributes) (*FrontDoorExplanation, error) {
+	fd := p.frontDoors[door]
+	if fd == nil {
+		return nil, fmt.Errorf("the policy has no front_doors.%s section", door)
+	}
+	d := fd.Domain(domain)
+	if d == nil {
+		if domain == "" {
+			return nil, fmt.Errorf("front door %s serves several domains (%s): name one with --domain", door, strings.Join(fd.names, ", "))
+		}
+		return nil, fmt.Errorf("front door %s does not serve domain %q (it serves %s)", door, domain, strings.Join(fd.names, ", "))
+	}
+	e := &FrontDoorExplanation{Policy: p, FrontDoor: fd, Domain: d, Attributes: a}
+	for _, spec := range d.Descriptors {
+		it := FrontDoorItem{Spec: spec}
+		entries, missing := spec.Build(a, nil)
+		if missing != "" {
+			it.Skipped = missing
+		} else {
+			it.Cost, it.HasCost, it.CostErr = spec.HitsAddend(a)
+			it.Explanation = p.Explain(d.Domain, entries)
+		}
+		e.Items = append(e.Items, it)
+	}
+	return e, nil
+}
+
+// String formats the explanation for a terminal.
+func (e *FrontDoorExplanation) String() string {
+	var b strings.Builder
+	fd := e.FrontDoor
+	fmt.Fprintf(&b, "front door %s (%s:%d), domain %q, trusted_proxy_hops %d", fd.Name, e.Policy.name, fd.Line, e.Domain.Domain, fd.TrustedProxyHops)
+	if fd.OriginalRequest != OriginalUnset {
+		fmt.Fprintf(&b, ", original request from %s headers", fd.OriginalRequest)
+	}
+	a := e.Attributes
+	fmt.Fprintf(&b, "\nrequest: remote_address=%s method=%s path=%s host=%s scheme=%s\n",
+		orDash(a.RemoteAddress), orDash(a.Method), orDash(a.Path), orDash(a.Host), orDash(a.Scheme))
+	sent := 0
+	for i, it := range e.Items {
+		fmt.Fprintf(&b, "\ndescriptor %d (%s:%d): ", i+1, e.Policy.name, it.Spec.Line)
+		if it.Skipped != "" {
+			fmt.Fprintf(&b, "skipped: the request has no %s\n", it.Skipped)
+			continue
+		}
+		sent++
+		b.WriteString(formatEntries(it.Entries))
+		switch {
+		case it.CostErr != nil:
+			fmt.Fprintf(&b, "\n  refused: %v\n", it.CostErr)
+			continue
+		case it.HasCost:
+			fmt.Fprintf(&b, "\n  cost %d (header %s)", it.Cost, it.Spec.HitsAddendHeader)
+		}
+		b.WriteString("\n")
+		for _, line := range strings.Split(strings.TrimSuffix(it.Explanation.String(), "\n"), "\n")[1:] {
+			b.WriteString("  " + line + "\n")
+		}
+	}
+	if sent == 0 {
+		b.WriteString("\nno descriptor applies: the request is allowed and nothing is consumed\n")
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
