@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -55,12 +54,12 @@ func (b *batch) reset() {
 	b.out, b.err = store.Outcome{}, nil
 }
 
-// plan matches every descriptor to its rule, works out its cost and builds
-// its bucket key.
-func (sc *scratch) plan(pol *policy.Policy, req *rlsv3.RateLimitRequest) {
+// plan matches every descriptor of domain to its rule, works out its cost
+// (hits is the request's hits_addend) and builds its bucket key.
+func (sc *scratch) plan(pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32) {
 	sc.reset()
 	idKey := pol.RequestIDKey()
-	for _, d := range req.Descriptors {
+	for _, d := range descriptors {
 		ds := desc{item: -1}
 		if idKey != "" && len(d.Entries) == 1 && d.Entries[0].Key == idKey {
 			sc.id, ds.isID = d.Entries[0].Value, true
@@ -71,10 +70,10 @@ func (sc *scratch) plan(pol *policy.Policy, req *rlsv3.RateLimitRequest) {
 		for _, e := range d.Entries {
 			sc.entries = append(sc.entries, policy.Entry{Key: e.Key, Value: e.Value})
 		}
-		ds.rule = pol.Match(req.Domain, sc.entries)
+		ds.rule = pol.Match(domain, sc.entries)
 		if ds.rule != nil && !ds.rule.Unlimited {
 			var cost int64
-			cost, ds.refusal = costOf(d, req.HitsAddend, ds.rule, sc.entries)
+			cost, ds.refusal = costOf(d, hits, ds.rule, sc.entries)
 			if ds.refusal == "" {
 				ds.keyStart = len(sc.keys)
 				sc.keys = ds.rule.AppendKey(sc.keys, sc.entries)

@@ -24,7 +24,7 @@ const (
 )
 
 // respond builds the answer: one status per descriptor, in order.
-func (sc *scratch) respond(req *rlsv3.RateLimitRequest, t *ruleTable, m *metrics.Metrics) *rlsv3.RateLimitResponse {
+func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rlsv3.RateLimitResponse {
 	n := len(sc.descs)
 	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
 	durations := make([]durationpb.Duration, n)
@@ -43,7 +43,7 @@ func (sc *scratch) respond(req *rlsv3.RateLimitRequest, t *ruleTable, m *metrics
 		case ds.isID:
 			continue
 		case ds.rule == nil:
-			t.noRuleCounter(req.Domain, m).Inc()
+			t.noRuleCounter(domain, m).Inc()
 			continue
 		}
 		info := t.rules[ds.rule]

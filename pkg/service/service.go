@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -65,35 +66,68 @@ func New(opts Options) (*Service, error) {
 // ShouldRateLimit implements the ratelimit.v3 RPC.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	now := s.opts.Clock.Now()
-	if err := checkShape(req); err != nil {
+	if err := checkShape(req.GetDomain(), req.GetDescriptors()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	return s.decide(ctx, now, req.Domain, req.Descriptors, req.HitsAddend, nil), nil
+}
+
+// Decision is Decide's answer.
+type Decision struct {
+	// Response is what ShouldRateLimit would answer: the overall code, one
+	// status per descriptor, in order, and the headers to add.
+	Response *rlsv3.RateLimitResponse
+	// Rules are the rules the descriptors matched, in order (nil: no rule,
+	// or the request-id descriptor).
+	Rules []*policy.Rule
+}
+
+// Decide decides descriptors of domain exactly as ShouldRateLimit decides a
+// request with them (hitsAddend is the request's hits_addend), for the
+// front doors that build descriptors themselves. A request of a shape
+// ShouldRateLimit refuses is refused with the same InvalidArgument error.
+func (s *Service) Decide(ctx context.Context, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hitsAddend uint32) (*Decision, error) {
+	now := s.opts.Clock.Now()
+	if err := checkShape(domain, descriptors); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	d := &Decision{Rules: make([]*policy.Rule, len(descriptors))}
+	d.Response = s.decide(ctx, now, domain, descriptors, hitsAddend, d.Rules)
+	return d, nil
+}
+
+// decide is the one decision path: match, plan, store, respond. When rules
+// is not nil it receives each descriptor's rule.
+func (s *Service) decide(ctx context.Context, now int64, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32, rules []*policy.Rule) *rlsv3.RateLimitResponse {
 	pol := s.opts.Policy()
-	rules := s.ruleTable(pol)
+	table := s.ruleTable(pol)
 	sc := s.scratch.Get().(*scratch)
 	defer s.scratch.Put(sc)
 
-	sc.plan(pol, req)
+	sc.plan(pol, domain, descriptors, hits)
 	sc.decide(ctx, s.opts.Store, now)
 	if err := errors.Join(sc.enforced.err, sc.shadow.err); err != nil {
 		s.opts.Metrics.StoreErrors.WithLabelValues(s.opts.StoreName).Inc()
 		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "store failed; rules' on_store_error decides",
 			slog.String("store", s.opts.StoreName), slog.String("error", err.Error()))
 	}
-	return sc.respond(req, rules, s.opts.Metrics), nil
+	for i := range rules {
+		rules[i] = sc.descs[i].rule
+	}
+	return sc.respond(domain, table, s.opts.Metrics)
 }
 
 // checkShape refuses what Envoy's configuration, not a client, got wrong.
-func checkShape(req *rlsv3.RateLimitRequest) error {
+func checkShape(domain string, descriptors []*ratelimitv3.RateLimitDescriptor) error {
 	switch {
-	case req.GetDomain() == "":
+	case domain == "":
 		return errors.New("domain is empty")
-	case len(req.GetDescriptors()) == 0:
+	case len(descriptors) == 0:
 		return errors.New("no descriptors")
-	case len(req.GetDescriptors()) > MaxDescriptors:
-		return fmt.Errorf("%d descriptors: at most %d", len(req.Descriptors), MaxDescriptors)
+	case len(descriptors) > MaxDescriptors:
+		return fmt.Errorf("%d descriptors: at most %d", len(descriptors), MaxDescriptors)
 	}
-	for i, d := range req.Descriptors {
+	for i, d := range descriptors {
 		if n := len(d.GetEntries()); n == 0 || n > MaxEntries {
 			return fmt.Errorf("descriptor %d has %d entries: want 1 to %d", i, n, MaxEntries)
 		}
