@@ -4,8 +4,8 @@
 // # Design
 //
 // Buckets live in a power-of-two number of shards, each a mutex and a map
-// from bucket key hash (128 bits, seeded: see keyHash) to a slot holding
-// (state, version), picked by masking the hash. A request locks only the shards its buckets live in, in
+// from bucket key hash (128 bits, seeded: see keyHash) to the bucket's state
+// and version, inline; the shard is picked by masking the hash. A request locks only the shards its buckets live in, in
 // ascending shard order, so requests on disjoint shards never wait for each
 // other and multi-bucket requests can never deadlock.
 //

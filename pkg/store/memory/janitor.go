@@ -51,7 +51,7 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Buckets += len(sh.idx)
+		st.Buckets += len(sh.buckets)
 		for r := range sh.evicted {
 			st.Dropped[r] += sh.evicted[r]
 		}

@@ -7,15 +7,12 @@ import (
 	"github.com/tokengate/tokengate/pkg/bucket"
 )
 
-// A shard keeps its buckets in a slab of slots indexed by a map from key
-// hash to slot: eviction samples random slots in O(1) and sweeps walk the
-// slab in order.
+// A shard maps key hashes to buckets, state and version inline in the map,
+// so a decision costs one map probe: on a large store every extra pointer
+// to follow is a cache and TLB miss, the largest cost there is.
 type shard struct {
-	mu    sync.Mutex
-	idx   map[keyHash]int32
-	slots []slot
-	free  []int32
-	rng   uint64 // xorshift state for eviction sampling
+	mu      sync.Mutex
+	buckets map[keyHash]slot
 	// forgot is the store-wide high-water mark of the cursors of buckets
 	// that were dropped or never stored (see Store.forgot).
 	forgot *atomic.Int64
@@ -29,9 +26,8 @@ type shard struct {
 }
 
 type slot struct {
-	h keyHash
 	s bucket.State
-	v *bucket.Version // nil marks a free slot
+	v *bucket.Version
 }
 
 // Reason says why a bucket left the store.
@@ -50,96 +46,73 @@ const (
 
 func (r Reason) String() string { return [...]string{"full", "removed", "idle"}[r] }
 
-// load returns the bucket at key brought forward to v (or to its own
-// version when that is newer: a bucket never moves back) and refilled to
-// now, with its slot; slot -1 means a new, full bucket, whose cursor starts
-// no earlier than any forgotten bucket's.
-func (sh *shard) load(h keyHash, v *bucket.Version, now int64) (*bucket.Version, bucket.State, int32) {
-	i, ok := sh.idx[h]
+// load returns the bucket at h brought forward to v (or to its own version
+// when that is newer: a bucket never moves back) and refilled to now, and
+// whether it was stored; a new bucket is full, with its cursor no earlier
+// than any forgotten bucket's.
+func (sh *shard) load(h keyHash, v *bucket.Version, now int64) (*bucket.Version, bucket.State, bool) {
+	sl, ok := sh.buckets[h]
 	if !ok {
-		return v, v.Params.Full(max(now, sh.forgot.Load())), -1
+		return v, v.Params.Full(max(now, sh.forgot.Load())), false
 	}
-	sl := &sh.slots[i]
 	if sl.v.ID > v.ID {
 		v = sl.v
 	}
-	return v, v.Params.Refill(v.Bring(sl.s, sl.v), now), i
+	return v, v.Params.Refill(v.Bring(sl.s, sl.v), now), true
 }
 
-// put stores a bucket's final state in slot i, or for a new bucket (i < 0)
-// in a new slot, and returns the slot. A new bucket that is full is not
+// put stores a bucket's final state. A new bucket that is full is not
 // stored at all (a full bucket is what a missing one means); only its cursor
-// is remembered, in forgot.
-func (sh *shard) put(h keyHash, i int32, st bucket.State, v *bucket.Version, c commit) int32 {
+// is remembered, in forgot. A new bucket in a shard at its cap first evicts
+// another (never one of the request's own).
+func (sh *shard) put(h keyHash, stored bool, st bucket.State, v *bucket.Version, c commit) {
 	switch {
-	case i >= 0:
-		sh.slots[i].s, sh.slots[i].v = st, v
-	case st.Tokens < v.Params.Capacity():
-		i = sh.insert(h, st, v, c)
-	default:
+	case stored:
+	case st.Tokens == v.Params.Capacity():
 		raise(sh.forgot, st.At)
-	}
-	return i
-}
-
-// insert stores a new bucket, evicting one first when the shard is at its
-// cap. The request's own buckets are never evicted.
-func (sh *shard) insert(h keyHash, st bucket.State, v *bucket.Version, c commit) int32 {
-	if len(sh.idx) >= c.limit {
+		return
+	case len(sh.buckets) >= c.limit:
 		sh.evictOne(c)
 	}
-	var i int32
-	if n := len(sh.free); n > 0 {
-		i = sh.free[n-1]
-		sh.free = sh.free[:n-1]
-	} else {
-		i = int32(len(sh.slots))
-		sh.slots = append(sh.slots, slot{})
-	}
-	sh.slots[i] = slot{h: h, s: st, v: v}
-	sh.idx[h] = i
-	return i
+	sh.buckets[h] = slot{st, v}
 }
 
-func (sh *shard) remove(i int32, why Reason) {
-	raise(sh.forgot, sh.slots[i].s.At)
-	delete(sh.idx, sh.slots[i].h)
-	sh.slots[i] = slot{}
-	sh.free = append(sh.free, i)
+func (sh *shard) remove(h keyHash, sl slot, why Reason) {
+	raise(sh.forgot, sl.s.At)
+	delete(sh.buckets, h)
 	sh.evicted[why]++
 }
 
-// evictOne drops one of c.sample random buckets: a removed or full one at no
-// cost if there is one, else the least recently refilled.
+// evictOne drops one of c.sample buckets (map iteration starts at a random
+// place): a removed or full one at no cost if there is one, else the least
+// recently refilled.
 func (sh *shard) evictOne(c commit) {
-	victim := int32(-1)
-	for range c.sample {
-		i := int32(sh.next() % uint64(len(sh.slots)))
-		if sh.slots[i].v == nil || c.busy(i) {
+	var victim keyHash
+	var oldest slot
+	seen := 0
+	for h, sl := range sh.buckets {
+		if c.busy(h) {
 			continue
 		}
-		if why, ok := sh.droppable(i, c.now); ok {
-			sh.remove(i, why)
+		if why, ok := droppable(sl, c.now); ok {
+			sh.remove(h, sl, why)
 			return
 		}
-		if victim < 0 || sh.slots[i].s.At < sh.slots[victim].s.At {
-			victim = i
+		if seen == 0 || sl.s.At < oldest.s.At {
+			victim, oldest = h, sl
+		}
+		if seen++; seen == c.sample {
+			break
 		}
 	}
-	for i := int32(0); victim < 0 && int(i) < len(sh.slots); i++ {
-		if sh.slots[i].v != nil && !c.busy(i) {
-			victim = i
-		}
-	}
-	if victim >= 0 {
-		sh.remove(victim, Idle)
+	if seen > 0 {
+		sh.remove(victim, oldest, Idle)
 	}
 }
 
-// droppable reports whether slot i carries no information at now: its rule
-// is gone, or it is full under the rule's current version.
-func (sh *shard) droppable(i int32, now int64) (Reason, bool) {
-	sl := &sh.slots[i]
+// droppable reports whether sl carries no information at now: its rule is
+// gone, or it is full under the rule's current version.
+func droppable(sl slot, now int64) (Reason, bool) {
 	lin := sl.v.Lineage()
 	if lin.Removed() {
 		return Removed, true
@@ -155,12 +128,9 @@ func (sh *shard) droppable(i int32, now int64) (Reason, bool) {
 // sweep drops every droppable bucket and returns how many it dropped.
 func (sh *shard) sweep(now int64) int {
 	n := 0
-	for i := range sh.slots {
-		if sh.slots[i].v == nil {
-			continue
-		}
-		if why, ok := sh.droppable(int32(i), now); ok {
-			sh.remove(int32(i), why)
+	for h, sl := range sh.buckets {
+		if why, ok := droppable(sl, now); ok {
+			sh.remove(h, sl, why)
 			n++
 		}
 	}
@@ -173,29 +143,18 @@ func raise(m *atomic.Int64, v int64) {
 	}
 }
 
-// next steps the shard's xorshift64 generator (guarded by mu).
-func (sh *shard) next() uint64 {
-	x := sh.rng
-	x ^= x << 13
-	x ^= x >> 7
-	x ^= x << 17
-	sh.rng = x
-	return x
-}
-
-// commit is what insert needs to know about the request being written.
+// commit is what put needs to know about the request being written.
 type commit struct {
-	shard  uint32
 	ws     []work
 	limit  int
 	sample int
 	now    int64
 }
 
-// busy reports whether slot i of c's shard holds a bucket of this request.
-func (c commit) busy(i int32) bool {
+// busy reports whether h is a bucket of this request.
+func (c commit) busy(h keyHash) bool {
 	for j := range c.ws {
-		if c.ws[j].shard == c.shard && c.ws[j].slot == i {
+		if c.ws[j].h == h {
 			return true
 		}
 	}

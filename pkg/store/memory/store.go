@@ -91,8 +91,7 @@ func New(opts Options) *Store {
 	s.forgot.Store(math.MinInt64)
 	for i := range s.shards {
 		s.shards[i].forgot = &s.forgot
-		s.shards[i].idx = make(map[keyHash]int32)
-		s.shards[i].rng = maphash.Comparable(s.seeds[0], i) | 1
+		s.shards[i].buckets = make(map[keyHash]slot)
 	}
 	return s
 }
@@ -103,7 +102,7 @@ type work struct {
 	shard    uint32
 	dupOf    int16           // index of the first item with the same key, or -1
 	last     int16           // for a first item: index of the last item with its key
-	slot     int32           // the bucket's slot, -1 for a new bucket
+	stored   bool            // the bucket was in the store
 	version  *bucket.Version // the version the bucket is decided under
 	refilled bucket.State    // brought forward and refilled, nothing charged
 	after    bucket.State    // after this item's decision
@@ -154,7 +153,7 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 		item := &req.Items[i]
 		var r bucket.Result
 		if w.dupOf < 0 {
-			w.version, w.refilled, w.slot = s.shards[w.shard].load(w.h, item.Version, req.Now)
+			w.version, w.refilled, w.stored = s.shards[w.shard].load(w.h, item.Version, req.Now)
 			w.after = w.refilled
 		} else {
 			first := &ws[w.dupOf]
@@ -196,12 +195,12 @@ func (s *Store) write(ws []work, allowed bool, now int64) {
 		if allowed {
 			final = ws[w.last].after
 		}
-		w.slot = s.shards[w.shard].put(w.h, w.slot, final, w.version, s.commit(w.shard, ws, now))
+		s.shards[w.shard].put(w.h, w.stored, final, w.version, s.commit(ws, now))
 	}
 }
 
-func (s *Store) commit(shard uint32, ws []work, now int64) commit {
-	return commit{shard: shard, ws: ws, limit: s.perShard, sample: s.opts.EvictionSample, now: now}
+func (s *Store) commit(ws []work, now int64) commit {
+	return commit{ws: ws, limit: s.perShard, sample: s.opts.EvictionSample, now: now}
 }
 
 // decideOne is decide for the most common request, a single bucket, with
@@ -212,12 +211,12 @@ func (s *Store) decideOne(req *store.Request, results []store.Result) store.Outc
 	w.shard = uint32(w.h.a & s.mask)
 	sh := &s.shards[w.shard]
 	s.lock(sh)
-	w.version, w.refilled, w.slot = sh.load(w.h, it.Version, req.Now)
+	w.version, w.refilled, w.stored = sh.load(w.h, it.Version, req.Now)
 	final, r := w.version.Params.Decide(w.refilled, req.Now, it.Cost)
 	if !r.Allowed {
 		final = w.refilled
 	}
-	sh.put(w.h, w.slot, final, w.version, s.commit(w.shard, []work{w}, req.Now))
+	sh.put(w.h, w.stored, final, w.version, s.commit(nil, req.Now))
 	sh.mu.Unlock()
 	results[0] = store.Result{Result: r, ResetAfter: w.version.Params.UntilFull(final, req.Now)}
 	return store.Outcome{Allowed: r.Allowed}
@@ -238,7 +237,7 @@ func (s *Store) hash(key string) keyHash {
 func (s *Store) plan(items []store.Item, ws []work) []work {
 	for i := range items {
 		h := s.hash(items[i].Key)
-		w := work{h: h, shard: uint32(h.a & s.mask), dupOf: -1, last: int16(i), slot: -1}
+		w := work{h: h, shard: uint32(h.a & s.mask), dupOf: -1, last: int16(i)}
 		for j := range i {
 			if ws[j].dupOf < 0 && ws[j].h == h {
 				w.dupOf = int16(j)
