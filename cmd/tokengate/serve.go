@@ -107,6 +107,6 @@ func storeStats(st memory.Stats) metrics.StoreStats {
 	}
 	return metrics.StoreStats{
 		Buckets: st.Buckets, Dropped: dropped, Contended: st.Contended, LockWaitSecs: st.LockWait.Seconds(),
-		Replays: st.Replays, IDsForgotten: st.IDsForgotten,
+		Replays: st.Replays, NotReplayed: st.NotReplayed, IDsForgotten: st.IDsForgotten,
 	}
 }

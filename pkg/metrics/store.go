@@ -11,6 +11,7 @@ type StoreStats struct {
 	Contended    uint64            // lock acquisitions that waited
 	LockWaitSecs float64           // total time those waited
 	Replays      uint64            // answers replayed for a repeated request id
+	NotReplayed  uint64            // repeats of an id decided anew (other items, replays used up)
 	IDsForgotten uint64            // request ids forgotten before their window
 }
 
@@ -22,6 +23,7 @@ type storeCollector struct {
 	contended *prometheus.Desc
 	lockWait  *prometheus.Desc
 	replays   *prometheus.Desc
+	refused   *prometheus.Desc
 	forgotten *prometheus.Desc
 }
 
@@ -34,12 +36,13 @@ func RegisterStore(reg prometheus.Registerer, stats func() StoreStats) {
 		contended: prometheus.NewDesc("tokengate_lock_contended_total", "Shard lock acquisitions that had to wait.", nil, nil),
 		lockWait:  prometheus.NewDesc("tokengate_lock_wait_seconds_total", "Total time spent waiting for shard locks.", nil, nil),
 		replays:   prometheus.NewDesc("tokengate_idempotent_replays_total", "Answers replayed for a repeated request id.", nil, nil),
+		refused:   prometheus.NewDesc("tokengate_idempotent_refused_total", "Repeats of a request id decided anew: other buckets or costs, or its replays used up.", nil, nil),
 		forgotten: prometheus.NewDesc("tokengate_request_ids_forgotten_total", "Request ids forgotten before their window ended (table full).", nil, nil),
 	})
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.buckets, c.dropped, c.contended, c.lockWait, c.replays, c.forgotten} {
+	for _, d := range []*prometheus.Desc{c.buckets, c.dropped, c.contended, c.lockWait, c.replays, c.refused, c.forgotten} {
 		ch <- d
 	}
 }
@@ -53,5 +56,6 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.contended, prometheus.CounterValue, float64(st.Contended))
 	ch <- prometheus.MustNewConstMetric(c.lockWait, prometheus.CounterValue, st.LockWaitSecs)
 	ch <- prometheus.MustNewConstMetric(c.replays, prometheus.CounterValue, float64(st.Replays))
+	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.NotReplayed))
 	ch <- prometheus.MustNewConstMetric(c.forgotten, prometheus.CounterValue, float64(st.IDsForgotten))
 }

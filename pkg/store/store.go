@@ -13,6 +13,12 @@ import (
 // MaxItems is the most buckets one request may touch; more is ErrInvalid.
 const MaxItems = 64
 
+// MaxReplays is how many times a store answers a request id from memory.
+// An id is only as trustworthy as whoever sets it: without this bound a
+// client that picks its own id could repeat one allowed request forever
+// without being charged. Past it, a repeat is decided (and charged) anew.
+const MaxReplays = 3
+
 // ErrInvalid is returned for a request a store refuses to decide (no
 // version, too many items); it changes no state.
 var ErrInvalid = errors.New("store: invalid request")
@@ -36,8 +42,9 @@ type Request struct {
 	// Now is the monotonic instant (clock.Clock) read once for the request.
 	Now int64
 	// ID, when not empty, makes the request idempotent: a repeat of an ID
-	// seen within the store's window gets the first answer and is charged
-	// nothing.
+	// seen within the store's window that asks for the same buckets and
+	// costs gets the first answer and is charged nothing, at most
+	// MaxReplays times. A repeat asking for anything else is decided anew.
 	ID    string
 	Items []Item
 }

@@ -41,6 +41,7 @@ type Stats struct {
 	Contended    uint64             // shard lock acquisitions that waited
 	LockWait     time.Duration      // total time those waited
 	Replays      uint64             // answers replayed for a repeated request id
+	NotReplayed  uint64             // repeats decided anew: other items, or MaxReplays used up
 	IDsForgotten uint64             // request ids forgotten before their window ended
 	RequestIDs   int                // request ids remembered now
 }
@@ -63,6 +64,7 @@ func (s *Store) Stats() Stats {
 		sh := &s.replays.shards[i]
 		sh.mu.Lock()
 		st.Replays += sh.hits
+		st.NotReplayed += sh.refused
 		st.IDsForgotten += sh.early
 		st.RequestIDs += sh.n
 		sh.mu.Unlock()

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"strings"
 	"sync"
@@ -27,12 +28,15 @@ type replayShard struct {
 	fifo    []*answer // ring buffer
 	head, n int
 	hits    uint64 // replayed answers
+	refused uint64 // repeats of an id decided anew (other items, or no replays left)
 	early   uint64 // ids forgotten before their window ended
 	_       [64]byte
 }
 
 type answer struct {
 	id      string
+	fp      uint64 // fingerprint of the items asked: keys and costs
+	left    int    // replays left
 	expires int64
 	outcome store.Outcome
 	results []store.Result
@@ -47,16 +51,23 @@ func newReplays(maxIDs int, window int64) *replays {
 	return r
 }
 
-// do answers req from memory when its id was seen within the window, and
-// otherwise decides it with decide and remembers the answer. The id's lock
-// is held across decide, so two concurrent requests with one id are decided
-// once; it is taken before any bucket lock (the fixed lock order).
+// do answers req from memory when its id was seen within the window with
+// the same items (and replays are left), and otherwise decides it with
+// decide and, for a new id, remembers the answer. The id's lock is held
+// across decide, so two concurrent requests with one id are decided once;
+// it is taken before any bucket lock (the fixed lock order).
 func (r *replays) do(req *store.Request, results []store.Result, decide func(*store.Request, []store.Result) store.Outcome) store.Outcome {
 	sh := &r.shards[maphash.String(r.seed, req.ID)%replayShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.expire(req.Now)
+	fp := r.fingerprint(req.Items)
 	if a, ok := sh.byID[req.ID]; ok {
+		if a.fp != fp || a.left == 0 {
+			sh.refused++
+			return decide(req, results)
+		}
+		a.left--
 		sh.hits++
 		copy(results, a.results)
 		out := a.outcome
@@ -64,7 +75,7 @@ func (r *replays) do(req *store.Request, results []store.Result, decide func(*st
 		return out
 	}
 	out := decide(req, results)
-	a := &answer{id: strings.Clone(req.ID), expires: req.Now + r.window, outcome: out,
+	a := &answer{id: strings.Clone(req.ID), fp: fp, left: store.MaxReplays, expires: req.Now + r.window, outcome: out,
 		results: append([]store.Result(nil), results[:len(req.Items)]...)}
 	if sh.n == r.limit {
 		sh.early++
@@ -74,6 +85,20 @@ func (r *replays) do(req *store.Request, results []store.Result, decide func(*st
 	sh.n++
 	sh.byID[a.id] = a
 	return out
+}
+
+// fingerprint hashes the keys and costs of items, in order.
+func (r *replays) fingerprint(items []store.Item) uint64 {
+	var h maphash.Hash
+	h.SetSeed(r.seed)
+	var cost [8]byte
+	for _, it := range items {
+		maphash.WriteComparable(&h, len(it.Key))
+		h.WriteString(it.Key)
+		binary.LittleEndian.PutUint64(cost[:], uint64(it.Cost))
+		h.Write(cost[:])
+	}
+	return h.Sum64()
 }
 
 // expire forgets ids whose window has ended by now.

@@ -179,15 +179,29 @@ func testVersions(t *testing.T, s store.Store) {
 }
 
 func testReplay(t *testing.T, s store.Store) {
-	v := Version(t, 1, 3, "1/s")
+	v := Version(t, 1, 10, "1/h")
 	a := store.Item{Key: "a", Version: v, Cost: 2}
 	out1, res1 := call(t, s, 0, "req-1", a)
 	out2, res2 := call(t, s, sec/2, "req-1", a)
 	if !out1.Allowed || out1.Replayed || !out2.Replayed || out2.Allowed != out1.Allowed || res2[0] != res1[0] {
 		t.Fatalf("replay: first %+v %+v, repeat %+v %+v", out1, res1, out2, res2)
 	}
-	if out, _ := call(t, s, sec/2, "req-2", a); out.Allowed {
-		t.Fatal("a replay was charged: a second request found 3 tokens")
+	if _, res := call(t, s, sec/2, "req-2", a); res[0].Remaining != 6 {
+		t.Fatalf("a replay was charged: a second request found %d tokens, want 6", res[0].Remaining+2)
+	}
+	// The same id asking for other buckets or costs is decided anew.
+	if out, res := call(t, s, sec/2, "req-1", store.Item{Key: "a", Version: v, Cost: 1}); out.Replayed || res[0].Remaining != 5 {
+		t.Fatalf("same id, other cost: %+v %+v", out, res)
+	}
+	// An id is replayed at most MaxReplays times: a client that picks its
+	// own ids cannot repeat one allowed request for free forever.
+	for range store.MaxReplays - 1 {
+		if out, _ := call(t, s, sec/2, "req-1", a); !out.Replayed {
+			t.Fatal("replay refused before MaxReplays")
+		}
+	}
+	if out, res := call(t, s, sec/2, "req-1", a); out.Replayed || res[0].Remaining != 3 {
+		t.Fatalf("replay number %d: %+v %+v", store.MaxReplays+1, out, res)
 	}
 }
 
