@@ -40,3 +40,16 @@ func TestDecideSharesShouldRateLimit(t *testing.T) {
 		t.Fatalf("no descriptors: %v", err)
 	}
 }
+
+// TestShadowRetryAfter: a shadow rule over its limit does not lengthen the
+// Retry-After of a request an enforced rule refuses.
+func TestShadowRetryAfter(t *testing.T) {
+	f := newFixture(t, nil)
+	for range 5 {
+		f.call(t, 0, descr("user_id", "hank"), descr("remote_address", "10.9.9.9"))
+	}
+	r := f.call(t, 0, descr("user_id", "hank"), descr("remote_address", "10.9.9.9"))
+	if r.OverallCode != over || header(r, HeaderRetryAfter) != "1" {
+		t.Fatalf("retry-after %q, want 1 (the shadow rule waits a minute): %v", header(r, HeaderRetryAfter), r)
+	}
+}

@@ -56,9 +56,6 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 		if res != metrics.ResultOK && !(res == metrics.ResultStoreError && ds.rule.OnStoreError == policy.StoreErrorAllow) {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		if res == metrics.ResultOverLimit {
-			retry = max(retry, sc.batch(ds.rule).results[ds.item].RetryAfter)
-		}
 		if ds.rule.Shadow {
 			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 				res = metrics.ResultShadowOverLimit
@@ -68,6 +65,10 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			over = true
 			reason = cmp.Or(reason, why)
+			if res == metrics.ResultOverLimit {
+				// Only enforced rules: a shadow rule's wait is not the client's.
+				retry = max(retry, sc.batch(ds.rule).results[ds.item].RetryAfter)
+			}
 		}
 		degraded = degraded || res == metrics.ResultStoreError
 		info.result[res].Inc()
