@@ -35,8 +35,11 @@ type FrontDoor struct {
 	// OriginalRequest says which headers describe the original request to
 	// forward_auth; ext_authz has it in the CheckRequest.
 	OriginalRequest OriginalRequest
-	domains         map[string]*FrontDoorDomain
-	names           []string // in file order
+	// DefaultDomain serves requests that name no domain; "" when the front
+	// door has one domain (that one) or requires requests to name one.
+	DefaultDomain string
+	domains       map[string]*FrontDoorDomain
+	names         []string // in file order
 }
 
 // FrontDoorDomain is the descriptors a front door builds for one domain.
@@ -142,9 +145,12 @@ func (p *Policy) FrontDoors() []*FrontDoor {
 func (fd *FrontDoor) Domains() []string { return slices.Clone(fd.names) }
 
 // Domain returns what the front door builds for a domain. An empty name
-// picks the front door's only domain; it is nil when the front door has
-// several (the request must name one) or none by that name.
+// picks the default_domain, or the front door's only domain; it is nil when
+// there is no such default or no domain by that name.
 func (fd *FrontDoor) Domain(name string) *FrontDoorDomain {
+	if name == "" {
+		name = fd.DefaultDomain
+	}
 	if name == "" {
 		if len(fd.names) != 1 {
 			return nil

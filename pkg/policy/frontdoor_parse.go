@@ -21,7 +21,7 @@ const (
 
 var (
 	frontDoorNames   = []string{FrontDoorExtAuthz, FrontDoorForwardAuth}
-	frontDoorFields  = []string{"trusted_proxy_hops", "original_request", "domains"}
+	frontDoorFields  = []string{"trusted_proxy_hops", "original_request", "default_domain", "domains"}
 	descriptorFields = []string{"actions", "hits_addend"}
 	hitsAddendFields = []string{"request_header"}
 	actionFields     = map[string][]string{
@@ -121,6 +121,16 @@ func (r *reader) frontDoor(name string, n *yaml.Node, p *Policy) *FrontDoor {
 		}
 		fd.domains[domain] = r.frontDoorDomain(path+".domains."+domain, domain, v, p)
 		fd.names = append(fd.names, domain)
+	}
+	if v := f["default_domain"]; v != nil {
+		name, err := identifier(v)
+		if err == nil && fd.domains[name] == nil {
+			err = fmt.Errorf("%q is not one of the front door's domains (%s)", name, strings.Join(fd.names, ", "))
+		}
+		if err != nil {
+			r.fail(v, at{}, path+".default_domain", err)
+		}
+		fd.DefaultDomain = name
 	}
 	return fd
 }

@@ -28,6 +28,7 @@ domains:
       refill: 1/s
 front_doors:
   ext_authz:
+    default_domain: edge
     domains:
       edge:
         - actions:
@@ -167,6 +168,7 @@ func TestFrontDoorErrors(t *testing.T) {
       refill: 1/s
 front_doors:
   ext_authz:
+    default_domain: other
     trusted_proxy_hops: -1
     original_request: x-forwarded
     domains:
@@ -191,19 +193,20 @@ front_doors:
 		t.Fatalf("got %v", err)
 	}
 	want := []string{
-		`bad.yaml:9: front_doors.ext_authz.trusted_proxy_hops: -1: want 0 (use the direct peer) to 16`,
-		`bad.yaml:10: front_doors.ext_authz.original_request: only forward_auth has it`,
-		`bad.yaml:12: front_doors.ext_authz.domains.nope: the policy has no domain "nope" (domains: edge)`,
-		`bad.yaml:15: front_doors.ext_authz.domains.edge[1].actions: empty: a descriptor needs at least one action`,
-		`bad.yaml:16: front_doors.ext_authz.domains.edge[2].actions[1]: unknown action "teleport"`,
-		`bad.yaml:17: front_doors.ext_authz.domains.edge[3].actions[1].request_headers.descriptor_key: missing`,
-		`bad.yaml:17: front_doors.ext_authz.domains.edge[3].actions[1].request_headers.header_name: "bad header" is not an HTTP header name`,
-		`bad.yaml:18: front_doors.ext_authz.domains.edge[4].actions[1].generic_key.descriptor_value: missing`,
-		`bad.yaml:18: front_doors.ext_authz.domains.edge[4].actions[2].path.strip_query: want true or false, got "maybe"`,
-		`bad.yaml:20: front_doors.ext_authz.domains.edge[5].hits_addend: unknown field "extra" (known: request_header)`,
-		`bad.yaml:21: front_doors.ext_authz.domains.edge[6].actions[1].host: unknown field "color" (known: descriptor_key)`,
-		`bad.yaml:23: front_doors.forward_auth.original_request: missing: say which headers`,
-		`bad.yaml:24: front_doors: unknown field "grpc" (known: ext_authz, forward_auth)`,
+		`bad.yaml:9: front_doors.ext_authz.default_domain: "other" is not one of the front door's domains (edge)`,
+		`bad.yaml:10: front_doors.ext_authz.trusted_proxy_hops: -1: want 0 (use the direct peer) to 16`,
+		`bad.yaml:11: front_doors.ext_authz.original_request: only forward_auth has it`,
+		`bad.yaml:13: front_doors.ext_authz.domains.nope: the policy has no domain "nope" (domains: edge)`,
+		`bad.yaml:16: front_doors.ext_authz.domains.edge[1].actions: empty: a descriptor needs at least one action`,
+		`bad.yaml:17: front_doors.ext_authz.domains.edge[2].actions[1]: unknown action "teleport"`,
+		`bad.yaml:18: front_doors.ext_authz.domains.edge[3].actions[1].request_headers.descriptor_key: missing`,
+		`bad.yaml:18: front_doors.ext_authz.domains.edge[3].actions[1].request_headers.header_name: "bad header" is not an HTTP header name`,
+		`bad.yaml:19: front_doors.ext_authz.domains.edge[4].actions[1].generic_key.descriptor_value: missing`,
+		`bad.yaml:19: front_doors.ext_authz.domains.edge[4].actions[2].path.strip_query: want true or false, got "maybe"`,
+		`bad.yaml:21: front_doors.ext_authz.domains.edge[5].hits_addend: unknown field "extra" (known: request_header)`,
+		`bad.yaml:22: front_doors.ext_authz.domains.edge[6].actions[1].host: unknown field "color" (known: descriptor_key)`,
+		`bad.yaml:24: front_doors.forward_auth.original_request: missing: say which headers`,
+		`bad.yaml:25: front_doors: unknown field "grpc" (known: ext_authz, forward_auth)`,
 	}
 	got := strings.Split(err.Error(), "\n")
 	for _, w := range want {
@@ -250,10 +253,10 @@ func TestExplainFrontDoor(t *testing.T) {
 	s := e.String()
 	for _, want := range []string{
 		`front door ext_authz (p.yaml:23), domain "edge", trusted_proxy_hops 0`,
-		"descriptor 1 (p.yaml:25): remote_address=10.0.0.1\n  matches rule \"per-client\" (p.yaml:4)",
-		"descriptor 2 (p.yaml:27): user_id=alice, path=/api/x\n  matches rule \"per-user-path\"",
-		"descriptor 3 (p.yaml:30): skipped: the request has no method",
-		"descriptor 4 (p.yaml:34): skipped: the request has no header x-request-id",
+		"descriptor 1 (p.yaml:26): remote_address=10.0.0.1\n  matches rule \"per-client\" (p.yaml:4)",
+		"descriptor 2 (p.yaml:28): user_id=alice, path=/api/x\n  matches rule \"per-user-path\"",
+		"descriptor 3 (p.yaml:31): skipped: the request has no method",
+		"descriptor 4 (p.yaml:35): skipped: the request has no header x-request-id",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("missing %q in:\n%s", want, s)

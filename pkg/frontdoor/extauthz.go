@@ -1,0 +1,116 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
+)
+
+// ContextExtensionDomain is the ext_authz context extension that names the
+// domain of a request (set per route in Envoy's ExtAuthzPerRoute).
+const ContextExtensionDomain = "domain"
+
+// ExtAuthz returns the envoy.service.auth.v3.Authorization server.
+func (d *Doors) ExtAuthz() authv3.AuthorizationServer { return extAuthz{d: d} }
+
+type extAuthz struct {
+	authv3.UnimplementedAuthorizationServer
+	d *Doors
+}
+
+// Check implements Authorization/Check. An allowed request gets status OK
+// and the rate-limit headers in ok_response.response_headers_to_add (Envoy
+// adds them to the response to the client); a denied one gets
+// PERMISSION_DENIED and a denied_response with ExtAuthzDenyStatus, the
+// headers and a problem+json body. A request the front door cannot decide
+// (no front_doors.ext_authz section, a domain it does not serve) is a gRPC
+// error, so that Envoy's failure_mode_allow and status_on_error apply.
+func (e extAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	attrs := req.GetAttributes()
+	httpReq := attrs.GetRequest().GetHttp()
+	domain := attrs.GetContextExtensions()[ContextExtensionDomain]
+	v := e.d.decide(ctx, metrics.FrontDoorExtAuthz, domain, func(fd *policy.FrontDoor) *policy.Attributes {
+		hs := checkHeaders{httpReq}
+		var xff []string
+		if fd.TrustedProxyHops > 0 {
+			if x, ok := hs.Header("x-forwarded-for"); ok {
+				xff = []string{x}
+			}
+		}
+		return &policy.Attributes{
+			RemoteAddress: fd.ClientAddress(attrs.GetSource().GetAddress().GetSocketAddress().GetAddress(), xff),
+			Method:        httpReq.GetMethod(),
+			Path:          httpReq.GetPath(),
+			Host:          httpReq.GetHost(),
+			Scheme:        httpReq.GetScheme(),
+			Headers:       hs,
+		}
+	})
+	e.d.count(ctx, metrics.FrontDoorExtAuthz, &v)
+	switch {
+	case v.err == nil:
+	case errors.Is(v.err, errNotConfigured):
+		return nil, status.Error(codes.FailedPrecondition, v.err.Error())
+	case status.Code(v.err) != codes.Unknown:
+		return nil, v.err
+	default:
+		return nil, status.Error(codes.InvalidArgument, v.err.Error())
+	}
+	options := make([]*corev3.HeaderValueOption, len(v.headers))
+	for i, h := range v.headers {
+		options[i] = &corev3.HeaderValueOption{
+			Header:       &corev3.HeaderValue{Key: strings.ToLower(h.key), Value: h.value},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+		}
+	}
+	if v.allowed {
+		return &authv3.CheckResponse{
+			Status:       status.New(codes.OK, "").Proto(),
+			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: options}},
+		}, nil
+	}
+	body, ctype := problem(e.d.opts.ExtAuthzDenyStatus, &v)
+	options = append(options, &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: "content-type", Value: ctype},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	})
+	return &authv3.CheckResponse{
+		Status: status.New(codes.PermissionDenied, "rate limited").Proto(),
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.d.opts.ExtAuthzDenyStatus)},
+			Headers: options,
+			Body:    body,
+		}},
+	}, nil
+}
+
+// checkHeaders reads a CheckRequest's headers: the headers map (lower-case
+// keys, repeated headers joined by ","), or header_map when Envoy sends raw
+// headers (encode_raw_headers).
+type checkHeaders struct {
+	r *authv3.AttributeContext_HttpRequest
+}
+
+func (h checkHeaders) Header(name string) (string, bool) {
+	if v, ok := h.r.GetHeaders()[name]; ok {
+		return v, true
+	}
+	for _, hv := range h.r.GetHeaderMap().GetHeaders() {
+		if strings.EqualFold(hv.GetKey(), name) {
+			if hv.GetRawValue() != nil {
+				return string(hv.GetRawValue()), true
+			}
+			return hv.GetValue(), true
+		}
+	}
+	return "", false
+}
