@@ -23,6 +23,9 @@ func (s *Server) routes() *http.ServeMux {
 		w.Write([]byte("ready\n"))
 	})
 	mux.HandleFunc("GET /debug/policy", s.debugPolicy)
+	if s.opts.ForwardAuth != nil {
+		mux.Handle("/v1/check", s.opts.ForwardAuth)
+	}
 	if s.opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -39,6 +42,8 @@ type policyView struct {
 	Revision int64                 `json:"revision"`
 	SHA256   string                `json:"sha256"`
 	Domains  map[string][]ruleView `json:"domains"`
+	// FrontDoors is the policy's front_doors section (debug_frontdoor.go).
+	FrontDoors map[string]frontDoorView `json:"front_doors,omitempty"`
 }
 
 type ruleView struct {
@@ -57,7 +62,7 @@ type ruleView struct {
 
 func (s *Server) debugPolicy(w http.ResponseWriter, _ *http.Request) {
 	p := s.opts.Policy()
-	v := policyView{File: p.Name(), Revision: p.Revision(), SHA256: p.SHA256(), Domains: map[string][]ruleView{}}
+	v := policyView{File: p.Name(), Revision: p.Revision(), SHA256: p.SHA256(), Domains: map[string][]ruleView{}, FrontDoors: frontDoorsView(p)}
 	for _, d := range p.Domains() {
 		for _, r := range p.Rules(d) {
 			rv := ruleView{Name: r.Name, Unlimited: r.Unlimited, Shadow: r.Shadow}

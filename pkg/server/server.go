@@ -1,6 +1,8 @@
 // Package server runs tokengate's listeners: gRPC (the ratelimit.v3
-// service, grpc.health.v1 and server reflection) and HTTP (/metrics,
-// /healthz, /readyz, /debug/policy and, when asked, /debug/pprof/). Serve
+// service, when given the ext_authz Authorization service,
+// grpc.health.v1 and server reflection) and HTTP (/metrics, /healthz,
+// /readyz, /debug/policy, when given forward-auth /v1/check and, when
+// asked, /debug/pprof/). Serve
 // runs until its context ends, then drains: health turns NOT_SERVING, new
 // connections are refused, in-flight RPCs finish within ShutdownTimeout.
 package server
@@ -15,6 +17,7 @@ import (
 	"runtime"
 	"time"
 
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -34,8 +37,14 @@ type Options struct {
 	HTTPAddr string // [":8080"]
 
 	RateLimit rlsv3.RateLimitServiceServer
-	Metrics   *metrics.Metrics
-	Gatherer  prometheus.Gatherer // what /metrics serves
+	// Authorization, when set, serves envoy.service.auth.v3.Authorization
+	// (Envoy's ext_authz) on the gRPC port too.
+	Authorization authv3.AuthorizationServer
+	// ForwardAuth, when set, serves HTTP forward-auth at /v1/check (any
+	// method) on the HTTP port.
+	ForwardAuth http.Handler
+	Metrics     *metrics.Metrics
+	Gatherer    prometheus.Gatherer // what /metrics serves
 	// Policy returns the policy now serving, for /debug/policy.
 	Policy func() *policy.Policy
 	// Ready reports why tokengate cannot serve yet (nil when it can); it
@@ -107,6 +116,9 @@ func New(opts Options) (*Server, error) {
 		grpc.ChainUnaryInterceptor(s.observe),
 	)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
+	if opts.Authorization != nil {
+		authv3.RegisterAuthorizationServer(s.grpc, opts.Authorization)
+	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.okObservers = s.buildOKObservers()
@@ -179,6 +191,9 @@ func (s *Server) trackReadiness(ctx context.Context) (stop func()) {
 			}
 			s.health.SetServingStatus("", st)
 			s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+			if s.opts.Authorization != nil {
+				s.health.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, st)
+			}
 			select {
 			case <-ctx.Done():
 				return
