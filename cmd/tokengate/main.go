@@ -4,6 +4,8 @@
 //	tokengate validate FILE                     check a policy file
 //	tokengate explain --policy FILE --domain D key=value ...
 //	                                            show which rule a descriptor matches
+//	tokengate explain --policy FILE --front-door forward_auth --header X-User=alice --path /api/x
+//	                                            show the descriptors a front door builds
 //	tokengate version                           print the version
 package main
 
@@ -53,6 +55,10 @@ const usage = `usage:
   tokengate validate FILE          check a policy file; exit 1 with every problem
   tokengate explain --policy FILE --domain DOMAIN key=value ...
                                    show which rule a descriptor matches, its key and cost
+  tokengate explain --policy FILE --front-door ext_authz|forward_auth [--domain DOMAIN]
+        [--remote-address IP] [--method M] [--path P] [--host H] [--scheme S] [--header Name=value ...]
+                                   show the descriptors a front door builds for a request
+                                   and the rule each one hits
   tokengate version                print the version
 `
 

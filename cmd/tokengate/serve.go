@@ -14,6 +14,7 @@ import (
 
 	"github.com/tokengate/tokengate/config"
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/frontdoor"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/policy/watch"
@@ -51,8 +52,16 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	doors, err := frontdoor.New(frontdoor.Options{
+		Service: svc, Policy: current, Metrics: metrics.NewFrontDoors(reg), Logger: log,
+		ExtAuthzDenyStatus: s.ExtAuthzDenyStatus, ForwardAuthDenyStatus: s.ForwardAuthDenyStatus,
+	})
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
-		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, RateLimit: svc, Metrics: m, Gatherer: reg,
+		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
+		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
 		Policy: current, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
 	})
 	if err != nil {

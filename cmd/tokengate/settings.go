@@ -28,6 +28,9 @@ type settings struct {
 	ShutdownTimeout time.Duration
 	JanitorInterval time.Duration
 	ReplayWindow    time.Duration
+	// The HTTP status of a denial, per front door (frontdoor.Options).
+	ExtAuthzDenyStatus    int
+	ForwardAuthDenyStatus int
 }
 
 func loadSettings(args []string) (settings, error) {
@@ -45,6 +48,8 @@ func loadSettings(args []string) (settings, error) {
 	fs.Duration("shutdown-timeout", 10*time.Second, "longest wait for in-flight RPCs on SIGTERM")
 	fs.Duration("janitor-interval", 10*time.Second, "how often full and removed buckets are dropped")
 	fs.Duration("replay-window", 30*time.Second, "how long a request id is remembered")
+	fs.Int("ext-authz-deny-status", 429, "HTTP status Envoy's ext_authz answers a rate-limited request with")
+	fs.Int("forward-auth-deny-status", 429, "HTTP status /v1/check denies with (ingress-nginx auth-url needs 401 or 403)")
 	if err := fs.Parse(args); err != nil {
 		return settings{}, err
 	}
@@ -78,6 +83,7 @@ func loadSettings(args []string) (settings, error) {
 		JanitorInterval: v.GetDuration("janitor-interval"),
 		ReplayWindow:    v.GetDuration("replay-window"),
 	}
+	s.ExtAuthzDenyStatus, s.ForwardAuthDenyStatus = v.GetInt("ext-authz-deny-status"), v.GetInt("forward-auth-deny-status")
 	return s, s.check()
 }
 
@@ -89,6 +95,10 @@ func (s settings) check() error {
 		return fmt.Errorf("--max-buckets %d: want a positive number", s.MaxBuckets)
 	case s.LogFormat != "json" && s.LogFormat != "text":
 		return fmt.Errorf("--log-format %q: want json or text", s.LogFormat)
+	case s.ExtAuthzDenyStatus < 400 || s.ExtAuthzDenyStatus > 599:
+		return fmt.Errorf("--ext-authz-deny-status %d: want an HTTP error status, 400 to 599", s.ExtAuthzDenyStatus)
+	case s.ForwardAuthDenyStatus < 400 || s.ForwardAuthDenyStatus > 599:
+		return fmt.Errorf("--forward-auth-deny-status %d: want an HTTP error status, 400 to 599", s.ForwardAuthDenyStatus)
 	case s.ShutdownTimeout <= 0 || s.JanitorInterval <= 0 || s.ReplayWindow <= 0:
 		return fmt.Errorf("--shutdown-timeout, --janitor-interval and --replay-window must be positive")
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -24,23 +25,39 @@ func validate(args []string, stdout io.Writer) error {
 	return policy.Validate(stdout, args[0], data)
 }
 
-// explain is `tokengate explain --policy FILE --domain D key=value ...`.
+// explain is `tokengate explain --policy FILE --domain D key=value ...`,
+// or, with --front-door, which descriptors a front door builds for a
+// request and the rules they hit.
 func explain(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("explain", pflag.ContinueOnError)
 	file := fs.String("policy", "", "policy file (default: the built-in policy)")
-	domain := fs.String("domain", "", "the Envoy rate_limit domain (required)")
+	domain := fs.String("domain", "", "the Envoy rate_limit domain (required without --front-door)")
+	door := fs.String("front-door", "", "explain a request to a front door: ext_authz or forward_auth")
+	var a policy.Attributes
+	fs.StringVar(&a.RemoteAddress, "remote-address", "", "with --front-door: the client address (after trusted_proxy_hops)")
+	fs.StringVar(&a.Method, "method", "", "with --front-door: the request method")
+	fs.StringVar(&a.Path, "path", "", "with --front-door: the request path and query")
+	fs.StringVar(&a.Host, "host", "", "with --front-door: the request host")
+	fs.StringVar(&a.Scheme, "scheme", "", "with --front-door: http or https")
+	headers := fs.StringArray("header", nil, "with --front-door: a request header, Name=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *domain == "" {
+	if *door == "" && *domain == "" {
 		return errors.New("explain: --domain is required")
 	}
-	entries, err := policy.ParseEntries(fs.Args())
-	if err != nil {
-		return fmt.Errorf("explain: %w", err)
+	var entries []policy.Entry
+	if *door == "" {
+		var err error
+		if entries, err = policy.ParseEntries(fs.Args()); err != nil {
+			return fmt.Errorf("explain: %w", err)
+		}
+	} else if fs.NArg() > 0 {
+		return fmt.Errorf("explain: with --front-door, describe the request with flags, not descriptor entries %q", fs.Args())
 	}
 	name, data := config.DefaultName, config.Default
 	if *file != "" {
+		var err error
 		if data, err = os.ReadFile(*file); err != nil {
 			return err
 		}
@@ -50,6 +67,28 @@ func explain(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, p.Explain(*domain, entries))
+	if *door == "" {
+		_, err = fmt.Fprintln(stdout, p.Explain(*domain, entries))
+		return err
+	}
+	hs := cliHeaders{}
+	for _, h := range *headers {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("explain: --header %q: want Name=value", h)
+		}
+		hs[strings.ToLower(k)] = v
+	}
+	a.Headers = hs
+	e, err := p.ExplainFrontDoor(*door, *domain, &a)
+	if err != nil {
+		return fmt.Errorf("explain: %w", err)
+	}
+	_, err = fmt.Fprint(stdout, e)
 	return err
 }
+
+// cliHeaders are --header flags, by lower-case name.
+type cliHeaders map[string]string
+
+func (h cliHeaders) Header(name string) (string, bool) { v, ok := h[name]; return v, ok }

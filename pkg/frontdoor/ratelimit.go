@@ -13,24 +13,25 @@ import (
 // "ratelimit" front door in tokengate_front_door_requests_total, next to
 // ext_authz and forward_auth. It changes nothing else.
 func (d *Doors) RateLimit(next rlsv3.RateLimitServiceServer) rlsv3.RateLimitServiceServer {
-	return rateLimit{next: next, counts: d.counts[metrics.FrontDoorRateLimit]}
+	c := d.counts[metrics.FrontDoorRateLimit]
+	return rateLimit{next: next, ok: c[metrics.FrontDoorOK], over: c[metrics.FrontDoorOverLimit], bad: c[metrics.FrontDoorBadRequest]}
 }
 
 type rateLimit struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	next   rlsv3.RateLimitServiceServer
-	counts map[string]prometheus.Counter
+	next          rlsv3.RateLimitServiceServer
+	ok, over, bad prometheus.Counter
 }
 
 func (r rateLimit) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	resp, err := r.next.ShouldRateLimit(ctx, req)
 	switch {
 	case err != nil:
-		r.counts[metrics.FrontDoorBadRequest].Inc()
+		r.bad.Inc()
 	case resp.OverallCode == rlsv3.RateLimitResponse_OK:
-		r.counts[metrics.FrontDoorOK].Inc()
+		r.ok.Inc()
 	default:
-		r.counts[metrics.FrontDoorOverLimit].Inc()
+		r.over.Inc()
 	}
 	return resp, err
 }
