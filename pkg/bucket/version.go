@@ -67,6 +67,11 @@ func (v *Version) trimmed(n int) *Version {
 	return &c
 }
 
+// Prev is the version before v in its remembered history: nil for the
+// first version of a lineage, or past MaxHistory. A store that keeps
+// versions outside the process (Redis) walks it to do what Bring does.
+func (v *Version) Prev() *Version { return v.prev }
+
 // Lineage returns the lineage v belongs to.
 func (v *Version) Lineage() *Lineage { return v.lineage }
 

@@ -23,6 +23,11 @@ const MaxReplays = 3
 // version, too many items); it changes no state.
 var ErrInvalid = errors.New("store: invalid request")
 
+// ErrUnavailable is returned, wrapped, by a store that does not try at all
+// because its backend is known to be down (an open circuit breaker); it
+// changes no state.
+var ErrUnavailable = errors.New("store: unavailable")
+
 // Item is one bucket of a request.
 type Item struct {
 	// Key names the bucket. It may alias a buffer of the caller's that is
@@ -35,6 +40,11 @@ type Item struct {
 	Version *bucket.Version
 	// Cost is > 0 to consume, 0 to check only, < 0 to refund.
 	Cost int64
+	// Revision is the revision of the policy the request was matched
+	// under (policy.Policy.Revision). Version IDs are numbered per process,
+	// so a store shared by several processes (Redis) orders versions by
+	// revision first; an in-process store ignores it.
+	Revision int64
 }
 
 // Request is everything one decision needs.

@@ -1,0 +1,104 @@
+package redis
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// BreakerOptions tune the circuit breaker that stops a Store from
+// hammering a Redis that is down. Zero fields take the defaults.
+type BreakerOptions struct {
+	// Failures in a row that open the circuit [3].
+	Failures int
+	// MinBackoff is the first open period [100ms]; each failed probe
+	// doubles it, up to MaxBackoff [5s].
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// breaker is closed (calls go through), open (calls fail at once, for a
+// backoff with jitter) or half-open (one probe call goes through; success
+// closes, failure reopens with twice the backoff).
+type breaker struct {
+	opts    BreakerOptions
+	log     *slog.Logger
+	gauge   prometheus.Gauge
+	now     func() time.Time
+	mu      sync.Mutex
+	fails   int
+	open    bool
+	until   time.Time
+	backoff time.Duration
+	probing bool
+}
+
+func newBreaker(o BreakerOptions, log *slog.Logger, gauge prometheus.Gauge) *breaker {
+	if o.Failures <= 0 {
+		o.Failures = 3
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(5*time.Second, o.MinBackoff)
+	}
+	return &breaker{opts: o, log: log, gauge: gauge, now: time.Now}
+}
+
+// allow reports whether a call may go to Redis now.
+func (b *breaker) allow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.open {
+		return true
+	}
+	if b.probing || b.now().Before(b.until) {
+		return false
+	}
+	b.probing = true
+	return true
+}
+
+func (b *breaker) success() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fails = 0
+	if b.open {
+		b.open, b.probing, b.backoff = false, false, 0
+		b.gauge.Set(0)
+		b.log.Info("redis reachable again: circuit closed")
+	}
+}
+
+func (b *breaker) failure(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fails++
+	switch {
+	case b.open && b.probing:
+		b.probing = false
+		b.backoff = min(2*b.backoff, b.opts.MaxBackoff)
+	case !b.open && b.fails >= b.opts.Failures:
+		b.open, b.backoff = true, b.opts.MinBackoff
+		b.gauge.Set(1)
+	default:
+		return
+	}
+	// Up to a quarter of jitter, so that replicas do not probe in step.
+	d := b.backoff + time.Duration(rand.Int64N(int64(b.backoff)/4+1))
+	b.until = b.now().Add(d)
+	b.log.Warn("redis failing: circuit open, on_store_error decides meanwhile",
+		slog.String("error", err.Error()), slog.Int("failures", b.fails), slog.Duration("retry_in", d))
+}
+
+// reachable is told by a successful ping: the next call may probe at once.
+func (b *breaker) reachable() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open && !b.probing {
+		b.until = b.now()
+	}
+}

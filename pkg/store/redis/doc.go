@@ -1,0 +1,100 @@
+// Package redis is the store for several tokengate replicas sharing one
+// quota: bucket state lives in Redis (single node, Sentinel or Cluster;
+// Valkey works too) and is exactly as exact as the memory store.
+//
+// # One script per request
+//
+// A request's whole decision (every bucket: version transition, refill,
+// the all-or-nothing check, the charge, the TTL, the request id) is one
+// call of one Lua script (lua/*.lua, embedded and concatenated), loaded
+// once and called by EVALSHA: one round trip. A NOSCRIPT answer (SCRIPT
+// FLUSH, restart, failover) makes the store send the source once by EVAL,
+// which caches it again.
+//
+// # Exact arithmetic in Lua
+//
+// Lua numbers in Redis are doubles, exact only below 2^53, while
+// pkg/bucket needs 128-bit intermediate products (tokens times a period of
+// up to 366 days in ns) and, for a scale transition, four such factors.
+// The script therefore does all arithmetic on arbitrary-size integers:
+// arrays of base-10^7 limbs (lua/bignum.lua), on which every step stays
+// below 2^53 (a limb product is below 10^14; division is Knuth's
+// algorithm D with two-limb quotient estimates). Bucket state is stored as
+// exact decimal strings. So the whole validated range of pkg/bucket is
+// supported and no parameter needs to be refused; lua/bucket.lua mirrors
+// pkg/bucket function by function, and a rapid test compares the two on
+// thousands of random sequences.
+//
+// # Time
+//
+// The script reads Redis TIME, so every replica decides on one clock. A
+// bucket's cursor never moves back: a TIME reading before it (the host's
+// clock stepped back, or a failover to a host whose clock is behind) is
+// "no time passed", as in pkg/bucket. Options.RequestTime decides at
+// Request.Now instead, for tests that drive time (the conformance suite).
+//
+// # Keys and expiry
+//
+// A bucket is one small hash, prefix{tag}, where tag is 128 bits of
+// SHA-256 of the bucket key (collision resistant, since keys hold client
+// values). It holds the balance (tokens, fraction, cursor), the parameters
+// it was last decided under and that version's identity. Its TTL is the
+// time until it is full again (PEXPIRE, rounded up to the ms); a full
+// bucket is deleted. A full bucket carries no information, except its
+// cursor: the memory store must remember the latest forgotten cursor
+// because a request may read the clock before another that goes first.
+// Here the clock is read inside the atomic script and expiry runs on the
+// same clock, so a key vanishes only after TIME has passed its full
+// instant, and every later call reads a later TIME: nothing is refilled
+// twice. The one exception is the Redis host's clock stepping back by d
+// (or a failover to a host behind by d) while a key expires: a fresh
+// bucket may then refill over those d ns again once, at most d*rate
+// tokens. (With RequestTime keys have no TTL and the store keeps the
+// forgotten cursor in the process, exactly like the memory store.)
+//
+// # Versions across replicas
+//
+// bucket.Version IDs are numbered per process, so they do not order
+// versions across replicas. A bucket stores (revision, process id, version
+// id, activation, parameters), and a request's version replaces the
+// stored one only when it is newer:
+//
+//   - a higher policy revision (store.Item.Revision) wins;
+//   - at the same revision, this process's own versions are ordered by ID,
+//     and the chain of earlier versions (bucket.Version.Prev) is walked as
+//     Bring does;
+//   - at the same revision from another process, equal parameters need no
+//     conversion, and different ones (a file changed without a revision
+//     bump) convert only if the request's version was activated later.
+//
+// Otherwise the bucket is decided under the parameters stored with it, so
+// during a rolling update an old replica uses the new parameters and a
+// bucket never moves back. Give every policy change a higher revision. The
+// activation of a version is mapped onto Redis's clock as "now minus its
+// age" (the age measured on the replica's own clock).
+//
+// # Cluster
+//
+// Keys carry hash tags, so one bucket is one slot. A request whose buckets
+// share a slot (every request outside Cluster, every single-bucket request)
+// is one call. One whose buckets span slots is a reserve in every slot at
+// once and, only when needed, a settle (see cross.go): it is never
+// oversold, but a concurrent request may be rejected by a reservation that
+// is then rolled back.
+//
+// # Request ids
+//
+// A request id's answer is kept in a hash next to the request's first
+// bucket for Options.ReplayWindow, with a fingerprint of its buckets and
+// costs and store.MaxReplays replays left.
+//
+// # Failure
+//
+// Every Decide has a deadline (Options.Timeout, 10ms by default). Repeated
+// failures open a circuit breaker: calls fail at once with
+// store.ErrUnavailable for a backoff (100ms doubling to 5s, with jitter),
+// then one probe call tries Redis again; success closes it. What an answer
+// is while Redis fails is each rule's on_store_error (pkg/service).
+//
+// Store is safe for concurrent use.
+package redis

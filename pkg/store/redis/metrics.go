@@ -1,0 +1,52 @@
+package redis
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type storeMetrics struct {
+	errors      *prometheus.CounterVec
+	breakerOpen prometheus.Gauge
+	reloads     prometheus.Counter
+	crossSlot   prometheus.Counter
+	settles     *prometheus.CounterVec
+	replays     prometheus.Counter
+	idWaits     prometheus.Counter
+}
+
+// newStoreMetrics creates the store's metrics, registered on reg when it
+// is not nil.
+func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
+	m := &storeMetrics{
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_redis_errors_total",
+			Help: "Redis store calls that failed, by reason: timeout, error, circuit_open (not tried).",
+		}, []string{"reason"}),
+		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tokengate_redis_circuit_open",
+			Help: "1 while the Redis circuit breaker is open (calls fail fast), else 0.",
+		}),
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_redis_script_reloads_total",
+			Help: "NOSCRIPT answers that made the store send the script again.",
+		}),
+		crossSlot: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_redis_cross_slot_requests_total",
+			Help: "Requests whose buckets live in several Cluster hash slots (reserve and settle).",
+		}),
+		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_redis_settles_total",
+			Help: "Settle calls of cross-slot requests by kind (rollback, commit) and result (ok, error).",
+		}, []string{"kind", "result"}),
+		replays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_redis_replays_total",
+			Help: "Answers replayed from Redis for a repeated request id.",
+		}),
+		idWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_redis_request_id_waits_total",
+			Help: "Requests that waited for a concurrent call with the same request id.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits)
+	}
+	return m
+}

@@ -1,0 +1,42 @@
+package redis
+
+// slotOf is the Redis Cluster hash slot of a key whose hash tag is t:
+// CRC16-XMODEM of the tag, modulo 16384 (the Cluster specification).
+func slotOf(t string) uint16 {
+	var crc uint16
+	for i := 0; i < len(t); i++ {
+		crc ^= uint16(t[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc & 16383
+}
+
+// bySlot groups item indices by hash slot, in order of first appearance:
+// the first group holds item 0.
+func bySlot(tags []string) [][]int {
+	var groups [][]int
+	var slots []uint16
+	for i, t := range tags {
+		sl := slotOf(t)
+		g := -1
+		for j, x := range slots {
+			if x == sl {
+				g = j
+				break
+			}
+		}
+		if g < 0 {
+			slots = append(slots, sl)
+			groups = append(groups, nil)
+			g = len(groups) - 1
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}

@@ -1,0 +1,293 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
+
+	"github.com/tokengate/tokengate/pkg/store"
+)
+
+const minInt64 = math.MinInt64
+
+// Options configure a Store. Client is required; zero fields take the
+// defaults in brackets.
+type Options struct {
+	// Client talks to Redis: a single node, Sentinel or Cluster (see Dial).
+	// The Store does not close it.
+	Client rueidis.Client
+	// KeyPrefix starts every key the store writes ["tokengate:"].
+	KeyPrefix string
+	// Timeout bounds one Decide, round trips included [10ms]: well under
+	// Envoy's 20ms default, so that on_store_error answers in time.
+	Timeout time.Duration
+	// ReplayWindow is how long a request id's answer is kept [30s].
+	ReplayWindow time.Duration
+	// RequestTime decides at Request.Now instead of Redis TIME, and keeps
+	// keys with no TTL. It is for tests that drive time (the conformance
+	// suite); every process sharing a Redis must use the same clock, so a
+	// deployment never sets it.
+	RequestTime bool
+	// Breaker tunes the circuit breaker.
+	Breaker BreakerOptions
+	// Registerer, when set, receives the store's metrics.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger // [slog.Default()]
+}
+
+// Store is the Redis store. It is safe for concurrent use.
+type Store struct {
+	opts     Options
+	client   rueidis.Client
+	cluster  bool
+	pid      string // this store's identity in buckets' version fields
+	versions versionCache
+	breaker  *breaker
+	metrics  *storeMetrics
+	// forgot is the latest cursor of a new bucket that was full and so
+	// not stored (RequestTime only; see doc.go).
+	forgot              atomic.Int64
+	windowMs, pendingMs string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store on opts.Client.
+func New(opts Options) (*Store, error) {
+	if opts.Client == nil {
+		return nil, errors.New("redis: Options.Client is required")
+	}
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = "tokengate:"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Millisecond
+	}
+	if opts.ReplayWindow <= 0 {
+		opts.ReplayWindow = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	s := &Store{
+		opts:      opts,
+		client:    opts.Client,
+		cluster:   opts.Client.Mode() == rueidis.ClientModeCluster,
+		pid:       hex.EncodeToString(id[:]),
+		metrics:   newStoreMetrics(opts.Registerer),
+		windowMs:  strconv.FormatInt(max(opts.ReplayWindow.Milliseconds(), 1), 10),
+		pendingMs: strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
+	}
+	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen)
+	s.forgot.Store(minInt64)
+	return s, nil
+}
+
+// Cluster reports whether the client talks to a Redis Cluster.
+func (s *Store) Cluster() bool { return s.cluster }
+
+// Ping checks that Redis answers, for readiness; it bypasses the breaker
+// and, when Redis answers, lets the breaker try again at once.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, 250*time.Millisecond))
+	defer cancel()
+	var err error
+	if s.cluster {
+		for addr, n := range s.client.Nodes() {
+			if e := n.Do(ctx, n.B().Ping().Build()).Error(); e != nil {
+				err = errors.Join(err, fmt.Errorf("%s: %w", addr, e))
+			}
+		}
+	} else {
+		err = s.client.Do(ctx, s.client.B().Ping().Build()).Error()
+	}
+	if err != nil {
+		return fmt.Errorf("redis: ping: %w", err)
+	}
+	s.breaker.reachable()
+	return nil
+}
+
+// Decide implements store.Store: one EVALSHA for a request whose buckets
+// share a hash slot (always, outside Cluster), a reserve and settle
+// otherwise (see doc.go).
+func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
+	if err := validate(req, results); err != nil {
+		return store.Outcome{}, err
+	}
+	if len(req.Items) == 0 {
+		return store.Outcome{Allowed: true}, nil
+	}
+	if !s.breaker.allow() {
+		s.metrics.errors.WithLabelValues("circuit_open").Inc()
+		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	out, err := s.decide(cctx, req, results)
+	switch {
+	case err == nil:
+		s.breaker.success()
+	case ctx.Err() != nil:
+		// The caller gave up: not Redis's failure.
+	default:
+		reason := "error"
+		if errors.Is(err, context.DeadlineExceeded) {
+			reason = "timeout"
+		}
+		s.metrics.errors.WithLabelValues(reason).Inc()
+		s.breaker.failure(err)
+	}
+	return out, err
+}
+
+func validate(req *store.Request, results []store.Result) error {
+	if n := len(req.Items); n > store.MaxItems || len(results) < n {
+		return fmt.Errorf("%w: %d items (at most %d, %d results)", store.ErrInvalid, n, store.MaxItems, len(results))
+	}
+	for i := range req.Items {
+		if req.Items[i].Version == nil {
+			return fmt.Errorf("%w: item %d (%q) has no version", store.ErrInvalid, i, req.Items[i].Key)
+		}
+	}
+	return nil
+}
+
+func (s *Store) decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
+	tags := make([]string, len(req.Items))
+	for i := range req.Items {
+		tags[i] = tag(req.Items[i].Key)
+	}
+	if s.cluster {
+		if groups := bySlot(tags); len(groups) > 1 {
+			s.metrics.crossSlot.Inc()
+			return s.decideCross(ctx, req, results, tags, groups)
+		}
+	}
+	keys := make([]string, len(req.Items), len(req.Items)+1)
+	for i, t := range tags {
+		keys[i] = s.bucketKey(t)
+	}
+	idMode, fp := "0", ""
+	if req.ID != "" {
+		idMode, fp = "1", fingerprint(req.Items)
+		keys = append(keys, s.idKey(tags[0], req.ID))
+	}
+	args := s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), "d", req, idMode, len(req.Items), fp)
+	for i := range req.Items {
+		args = s.item(args, &req.Items[i], req.Now)
+	}
+	reply, err := s.call(ctx, keys, args)
+	if err != nil {
+		return store.Outcome{}, fmt.Errorf("redis: decide %d items: %w", len(req.Items), err)
+	}
+	kind, rec, err := s.replyHead(reply)
+	switch {
+	case err != nil:
+		return store.Outcome{}, err
+	case kind == replyPending:
+		return s.awaitReplay(ctx, req, results, keys[len(keys)-1])
+	}
+	return s.fill(rec, kind == replyReplay, results[:len(req.Items)])
+}
+
+// Reply kinds (the script's first element).
+const (
+	replyDecided = 0
+	replyReplay  = 1 // the request id's answer, kept from before
+	replyPending = 2 // another call with this request id is deciding
+)
+
+// replyHead reads a reply's kind and record and raises forgot.
+func (s *Store) replyHead(reply []rueidis.RedisMessage) (int64, string, error) {
+	if len(reply) == 0 {
+		return 0, "", errors.New("redis: empty reply")
+	}
+	kind, err := reply[0].AsInt64()
+	if err != nil || kind == replyPending {
+		return kind, "", err
+	}
+	if len(reply) < 2 {
+		return 0, "", errors.New("redis: short reply")
+	}
+	rec, err := reply[1].ToString()
+	if err != nil {
+		return 0, "", err
+	}
+	if kind == replyDecided && len(reply) > 2 {
+		if f, _ := reply[2].ToString(); f != "" {
+			u, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return 0, "", fmt.Errorf("redis: bad forgotten cursor %q", f)
+			}
+			s.raiseForgot(unbias(u))
+		}
+	}
+	return kind, rec, nil
+}
+
+func (s *Store) raiseForgot(v int64) {
+	for old := s.forgot.Load(); v > old && !s.forgot.CompareAndSwap(old, v); old = s.forgot.Load() {
+	}
+}
+
+// fill copies a decision record into results.
+func (s *Store) fill(rec string, replayed bool, results []store.Result) (store.Outcome, error) {
+	var small [8]itemRecord
+	items := small[:0]
+	if len(results) > len(small) {
+		items = make([]itemRecord, len(results))
+	} else {
+		items = small[:len(results)]
+	}
+	allowed, err := parseRecord(rec, items, 5)
+	if err != nil {
+		return store.Outcome{}, err
+	}
+	for i := range items {
+		results[i] = items[i].res
+	}
+	if replayed {
+		s.metrics.replays.Inc()
+	}
+	return store.Outcome{Allowed: allowed, Replayed: replayed}, nil
+}
+
+// awaitReplay waits, within ctx, for the call that holds the request id to
+// record its answer, and replays it. Should the claim vanish (that call
+// failed), the request is decided again.
+func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []store.Result, idKey string) (store.Outcome, error) {
+	s.metrics.idWaits.Inc()
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return store.Outcome{}, fmt.Errorf("redis: request id %q still being decided: %w", req.ID, ctx.Err())
+		case <-t.C:
+		}
+		rec, err := s.client.Do(ctx, s.client.B().Hget().Key(idKey).Field("rec").Build()).ToString()
+		switch {
+		case rueidis.IsRedisNil(err):
+			return s.decide(ctx, req, results)
+		case err != nil:
+			return store.Outcome{}, fmt.Errorf("redis: read request id answer: %w", err)
+		case rec != "pending":
+			// The answer is in: decide again, which replays it (and counts
+			// the replay against MaxReplays).
+			return s.decide(ctx, req, results)
+		}
+	}
+}
