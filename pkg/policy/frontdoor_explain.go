@@ -87,7 +87,8 @@ func (e *FrontDoorExplanation) String() string {
 			fmt.Fprintf(&b, "\n  cost %d (header %s)", it.Cost, it.Spec.HitsAddendHeader)
 		}
 		b.WriteString("\n")
-		for _, line := range strings.Split(strings.TrimSuffix(it.Explanation.String(), "\n"), "\n")[1:] {
+		text := strings.Replace(it.Explanation.String(), "the request is not limited (Envoy gets OK)", "this descriptor limits nothing", 1)
+		for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n")[1:] {
 			b.WriteString("  " + line + "\n")
 		}
 	}

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// policy limits per client address, per user and uploads per user (with a
+// policyTemplate limits per client address, per user and uploads per user (with a
 // cost from a header), and maps both front doors to the same rules. The
 // refill is slow so that nothing refills during a test.
-const policy = `revision: 1
+const policyTemplate = `revision: 1
 domains:
   edge:
     - name: per-client
@@ -55,7 +55,7 @@ func policyFor(original string, hops int) string {
             - request_headers: {header_name: x-user-id, descriptor_key: user_id}
             - path: {strip_query: true}
           hits_addend: {request_header: x-upload-size}`
-	p := strings.ReplaceAll(policy, "edge: DESCRIPTORS", "edge:"+desc)
+	p := strings.ReplaceAll(policyTemplate, "edge: DESCRIPTORS", "edge:"+desc)
 	p = strings.Replace(p, "original_request: x-forwarded", "original_request: "+original, 1)
 	return strings.Replace(p, "trusted_proxy_hops: 1", "trusted_proxy_hops: "+strconv.Itoa(hops), 1)
 }
