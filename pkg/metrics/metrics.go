@@ -25,8 +25,10 @@ type Metrics struct {
 	Remaining   *prometheus.HistogramVec // domain, rule: remaining share of capacity
 	RPCDuration *prometheus.HistogramVec // method, code
 	StoreErrors *prometheus.CounterVec   // store
-	Reloads     *prometheus.CounterVec   // result
-	PolicyInfo  *prometheus.GaugeVec     // revision, sha256
+	// StoreFallbacks counts descriptors that on_store_error answered.
+	StoreFallbacks *prometheus.CounterVec // mode: deny, allow, local
+	Reloads        *prometheus.CounterVec // result
+	PolicyInfo     *prometheus.GaugeVec   // revision, sha256
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -51,6 +53,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "tokengate_store_errors_total",
 			Help: "Store calls that failed, by store.",
 		}, []string{"store"}),
+		StoreFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_store_fallbacks_total",
+			Help: "Descriptors answered by their rule's on_store_error while the store failed, by mode (deny, allow, local).",
+		}, []string{"mode"}),
 		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_policy_reloads_total",
 			Help: "Policy loads by result (success or failure).",
@@ -60,7 +66,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "The policy now serving: 1 for its revision and sha256.",
 		}, []string{"revision", "sha256"}),
 	}
-	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.Reloads, m.PolicyInfo,
+	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.Reloads, m.PolicyInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -29,6 +29,7 @@ type batch struct {
 	results []store.Result
 	out     store.Outcome
 	err     error
+	local   fallback // the local budget's answer when err != nil
 }
 
 // desc is the plan for one descriptor.
@@ -52,6 +53,7 @@ func (b *batch) reset() {
 	b.req.Items = b.req.Items[:0]
 	b.req.ID = ""
 	b.out, b.err = store.Outcome{}, nil
+	b.local.reset()
 }
 
 // plan matches every descriptor of domain to its rule, works out its cost
@@ -80,7 +82,7 @@ func (sc *scratch) plan(pol *policy.Policy, domain string, descriptors []*rateli
 				ds.keyEnd = len(sc.keys)
 				b := sc.batch(ds.rule)
 				ds.item = len(b.req.Items)
-				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost})
+				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost, Revision: pol.Revision()})
 			} else if !ds.rule.Shadow {
 				sc.refused = true
 			}
@@ -130,7 +132,7 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 // only when one was refused already, so nothing is charged), then the
 // shadow ones on their own, without the request id (a replay of the id
 // answers the enforced call).
-func (sc *scratch) decide(ctx context.Context, st store.Store, now int64) {
+func (sc *scratch) decide(ctx context.Context, st, local store.Store, now int64) {
 	if sc.refused {
 		for i := range sc.enforced.req.Items {
 			sc.enforced.req.Items[i].Cost = 0
@@ -139,6 +141,9 @@ func (sc *scratch) decide(ctx context.Context, st store.Store, now int64) {
 	sc.enforced.req.ID = sc.id
 	sc.enforced.run(ctx, st, now)
 	sc.shadow.run(ctx, st, now)
+	if sc.enforced.err != nil && local != nil {
+		sc.decideLocal(ctx, local)
+	}
 }
 
 func (b *batch) run(ctx context.Context, st store.Store, now int64) {

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tokengate/tokengate/pkg/metrics"
-	"github.com/tokengate/tokengate/pkg/policy"
 )
 
 // Response headers tokengate adds.
@@ -53,7 +52,10 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 			continue
 		}
 		res, why := sc.status(ds, st, &durations[i], info)
-		if res != metrics.ResultOK && !(res == metrics.ResultStoreError && ds.rule.OnStoreError == policy.StoreErrorAllow) {
+		if res == metrics.ResultStoreError {
+			m.StoreFallbacks.WithLabelValues(ds.rule.OnStoreError.String()).Inc()
+		}
+		if res != metrics.ResultOK && !(res == metrics.ResultStoreError && sc.fallbackAllows(ds)) {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		if ds.rule.Shadow {
@@ -68,6 +70,9 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 			if res == metrics.ResultOverLimit {
 				// Only enforced rules: a shadow rule's wait is not the client's.
 				retry = max(retry, sc.batch(ds.rule).results[ds.item].RetryAfter)
+			}
+			if r, ok := sc.localResult(ds); ok {
+				retry = max(retry, r.RetryAfter)
 			}
 		}
 		degraded = degraded || res == metrics.ResultStoreError
@@ -96,6 +101,15 @@ func (sc *scratch) status(ds *desc, st *rlsv3.RateLimitResponse_DescriptorStatus
 	case ds.refusal != "":
 		return metrics.ResultRefused, ds.refusal
 	case b.err != nil:
+		if r, ok := sc.localResult(ds); ok {
+			st.LimitRemaining = uint32(min(r.Remaining, 1<<32-1))
+			ns := r.ResetAfter
+			if !r.Allowed {
+				ns = ceilSeconds(r.RetryAfter) * 1e9
+			}
+			setDuration(d, ns)
+			st.DurationUntilReset = d
+		}
 		return metrics.ResultStoreError, ""
 	}
 	r := b.results[ds.item]

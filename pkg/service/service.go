@@ -34,9 +34,13 @@ type Options struct {
 	Store  store.Store
 	// StoreName labels tokengate_store_errors_total ("memory", "redis").
 	StoreName string
-	Metrics   *metrics.Metrics
-	Clock     clock.Clock  // [monotonic clock]
-	Logger    *slog.Logger // [slog.Default()]
+	// Local is the bounded local budget that rules with on_store_error:
+	// local decide from while Store fails (see pkg/store/local); without
+	// it such rules deny.
+	Local   store.Store
+	Metrics *metrics.Metrics
+	Clock   clock.Clock  // [monotonic clock]
+	Logger  *slog.Logger // [slog.Default()]
 }
 
 // Service implements rlsv3.RateLimitServiceServer.
@@ -105,11 +109,15 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	defer s.scratch.Put(sc)
 
 	sc.plan(pol, domain, descriptors, hits)
-	sc.decide(ctx, s.opts.Store, now)
+	sc.decide(ctx, s.opts.Store, s.opts.Local, now)
 	if err := errors.Join(sc.enforced.err, sc.shadow.err); err != nil {
 		s.opts.Metrics.StoreErrors.WithLabelValues(s.opts.StoreName).Inc()
 		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "store failed; rules' on_store_error decides",
 			slog.String("store", s.opts.StoreName), slog.String("error", err.Error()))
+		if err := sc.enforced.local.err; err != nil {
+			s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "local budget failed too; on_store_error local denies",
+				slog.String("error", err.Error()))
+		}
 	}
 	for i := range rules {
 		rules[i] = sc.descs[i].rule

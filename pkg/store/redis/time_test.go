@@ -1,0 +1,182 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/store"
+)
+
+func version(t testing.TB, id uint64, capacity int64, rate string) *bucket.Version {
+	t.Helper()
+	r, err := bucket.ParseRate(rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := bucket.NewParams(capacity, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := bucket.NewVersion(id, p, 0)
+	v.Lineage().Publish(v)
+	return v
+}
+
+func decide(t testing.TB, s *Store, now int64, items ...store.Item) (store.Outcome, []store.Result) {
+	t.Helper()
+	res := make([]store.Result, len(items))
+	out, err := s.Decide(context.Background(), &store.Request{Now: now, Items: items}, res)
+	if err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	return out, res
+}
+
+// TestTTLUntilFull: with Redis TIME, a bucket's key lives exactly until the
+// bucket is full again, and a full bucket is deleted.
+func TestTTLUntilFull(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	s := newStore(t, c, Options{})
+	v := version(t, 1, 10, "1/s")
+	_, res := decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 4})
+	if res[0].Remaining != 6 || res[0].ResetAfter <= 3*int64(time.Second) || res[0].ResetAfter > 4*int64(time.Second) {
+		t.Fatalf("first charge: %+v", res[0])
+	}
+	pttl, err := c.Do(context.Background(), c.B().Pttl().Key(s.bucketKey(tag("a"))).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (res[0].ResetAfter + 999_999) / 1_000_000; pttl > want || pttl < want-200 {
+		t.Fatalf("PTTL %dms, want about %dms (time until full)", pttl, want)
+	}
+	// A refund that fills the bucket deletes its key.
+	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: -10})
+	if n, _ := c.Do(context.Background(), c.B().Exists().Key(s.bucketKey(tag("a"))).Build()).AsInt64(); n != 0 {
+		t.Fatal("a full bucket's key was kept")
+	}
+	// A fast bucket empties, expires when full, and comes back full.
+	fast := version(t, 2, 5, "1000/s")
+	decide(t, s, 0, store.Item{Key: "b", Version: fast, Cost: 5})
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n, _ := c.Do(context.Background(), c.B().Exists().Key(s.bucketKey(tag("b"))).Build()).AsInt64()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an empty 1000/s bucket of 5 was still stored after 2s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if _, res := decide(t, s, 0, store.Item{Key: "b", Version: fast}); res[0].Remaining != 5 {
+		t.Fatalf("after expiry: %d tokens, want 5", res[0].Remaining)
+	}
+}
+
+// TestOneRoundTrip counts the commands Redis processed: exactly one per
+// decision (the EVALSHA), even for several buckets and a request id.
+func TestOneRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	s := newStore(t, c, Options{})
+	v := version(t, 1, 1000, "100/s")
+	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // loads the script
+	before := commandStats(t, srv.Addr())
+	const n = 200
+	for i := range n {
+		items := []store.Item{{Key: "a", Version: v, Cost: 1}, {Key: "b" + strconv.Itoa(i%7), Version: v, Cost: 1}}
+		res := make([]store.Result, 2)
+		if _, err := s.Decide(context.Background(), &store.Request{ID: "id-" + strconv.Itoa(i), Items: items}, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := commandStats(t, srv.Addr())
+	// Commands the script runs inside Redis are counted too; what the
+	// client sent is everything else (and the INFO of commandStats).
+	inner := map[string]bool{"time": true, "hmget": true, "hset": true, "pexpire": true, "del": true, "hincrby": true, "info": true}
+	for cmd, calls := range after {
+		d := calls - before[cmd]
+		switch {
+		case cmd == "evalsha" && d != n:
+			t.Errorf("%d EVALSHA for %d decisions, want exactly one each", d, n)
+		case cmd != "evalsha" && !inner[cmd] && d != 0:
+			t.Errorf("%d %s calls: a decision sent more than its EVALSHA", d, cmd)
+		}
+	}
+}
+
+// commandStats reads INFO commandstats: calls by command.
+func commandStats(t testing.TB, addr string) map[string]int64 {
+	t.Helper()
+	out, err := redistest.Do(addr, "INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int64{}
+	for _, l := range strings.Split(out, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		m[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return m
+}
+
+// TestScriptFlush: after SCRIPT FLUSH the next call reloads the script by
+// EVAL and decisions go on, balances intact.
+func TestScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	s := newStore(t, c, Options{})
+	v := version(t, 1, 10, "1/h")
+	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 3})
+	before := commandStats(t, srv.Addr())["eval"]
+	if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
+	}
+	if _, res := decide(t, s, 0, store.Item{Key: "a", Version: v}); res[0].Remaining != 4 {
+		t.Fatalf("after SCRIPT FLUSH: %d tokens, want 4", res[0].Remaining)
+	}
+	if got := commandStats(t, srv.Addr())["eval"] - before; got != 1 {
+		t.Fatalf("%d EVAL calls after the flush, want one reload", got)
+	}
+}
+
+// TestRollingUpdate: two processes share Redis; the one with the newer
+// policy revision moves a bucket to new parameters, and the old one then
+// decides under those (stored with the bucket) and never moves it back.
+func TestRollingUpdate(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	oldReplica, newReplica := newStore(t, c, Options{}), newStore(t, c, Options{})
+	vOld := version(t, 1, 100, "1/h")
+	vNew := version(t, 1, 10, "1/h") // another process: its own IDs
+	decide(t, oldReplica, 0, store.Item{Key: "a", Version: vOld, Cost: 50, Revision: 7})
+	_, res := decide(t, newReplica, 0, store.Item{Key: "a", Version: vNew, Cost: 1, Revision: 8})
+	if res[0].Remaining != 9 {
+		t.Fatalf("revision 8 clamps 50 to 10, then 1: %d left, want 9", res[0].Remaining)
+	}
+	_, res = decide(t, oldReplica, 0, store.Item{Key: "a", Version: vOld, Cost: 1, Revision: 7})
+	if res[0].Remaining != 8 {
+		t.Fatalf("the old replica moved the bucket back: %d left, want 8 (capacity 10)", res[0].Remaining)
+	}
+	// The same revision with other parameters (no revision bump): the
+	// version activated later wins; an earlier one does not move it.
+	vEarlier := bucket.NewVersion(5, vOld.Params, -int64(time.Hour))
+	_, res = decide(t, oldReplica, 0, store.Item{Key: "a", Version: vEarlier, Cost: 1, Revision: 8})
+	if res[0].Remaining != 7 {
+		t.Fatalf("an earlier activation at the same revision moved the bucket: %d left, want 7", res[0].Remaining)
+	}
+}
