@@ -101,7 +101,7 @@ func TestStoreErrorLocal(t *testing.T) {
 
 // switchable fails while fail is set, else decides with ok.
 type switchable struct {
-	ok   interface {
+	ok interface {
 		Decide(context.Context, *store.Request, []store.Result) (store.Outcome, error)
 	}
 	fail bool

@@ -84,40 +84,52 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 // Run sweeps the memory store every interval until ctx ends.
 func (s *Store) Run(ctx context.Context, interval time.Duration) { s.mem.Run(ctx, interval) }
 
-// version returns the local version for v, following v's lineage: when the
-// rule changes, the local one changes the same way (same activation and
-// on_resize), so the local buckets convert as the shared ones would.
+// version returns the local version for v: a scaled copy of v's chain,
+// so that a rule change reaches the local buckets as the same transitions
+// (activations, on_resize, the versions in between) it makes elsewhere.
 func (s *Store) version(v *bucket.Version) *bucket.Version {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lin := v.Lineage()
 	e := s.byLineage[lin]
 	switch {
-	case e != nil && e.src == v:
-		return e.local
-	case e != nil && v.ID > e.src.ID:
-		// Every version since the last one seen, oldest first, as Bring
-		// walks them.
-		var path []*bucket.Version
-		for p := v; p != nil && p.ID > e.src.ID; p = p.Prev() {
-			path = append(path, p)
-		}
-		for i := len(path) - 1; i >= 0; i-- {
-			p := path[i]
-			e.local = e.local.Next(p.ID, s.scale(p.Params), p.ActiveAt, p.OnResize)
-		}
-		e.src = v
-	case e != nil:
-		// An older version (a request that began before a reload): use it
-		// as it is; the memory store never moves a bucket back.
-		return bucket.NewVersion(v.ID, s.scale(v.Params), v.ActiveAt)
-	default:
-		e = &scaled{src: v, local: bucket.NewVersion(v.ID, s.scale(v.Params), v.ActiveAt)}
+	case e == nil:
+		e = &scaled{src: v, local: s.mirror(v, nil, 0)}
 		s.byLineage[lin] = e
 		s.forgetRemoved()
+	case v.ID > e.src.ID:
+		e.local, e.src = s.mirror(v, e.local, e.src.ID), v
+	case v.ID < e.src.ID:
+		// An older version (a request that began before a reload).
+		for l := e.local; l != nil; l = l.Prev() {
+			if l.ID == v.ID {
+				return l
+			}
+		}
+		return s.mirror(v, nil, 0)
 	}
 	e.local.Lineage().Publish(e.local)
 	return e.local
+}
+
+// mirror returns the scaled copy of v's chain: the versions of v's history
+// newer than afterID, oldest first, appended to base (a new lineage when
+// base is nil).
+func (s *Store) mirror(v, base *bucket.Version, afterID uint64) *bucket.Version {
+	var path []*bucket.Version
+	for p := v; p != nil && (base == nil || p.ID > afterID); p = p.Prev() {
+		path = append(path, p)
+	}
+	l := base
+	for i := len(path) - 1; i >= 0; i-- {
+		p := path[i]
+		if l == nil {
+			l = bucket.NewVersion(p.ID, s.scale(p.Params), p.ActiveAt)
+			continue
+		}
+		l = l.Next(p.ID, s.scale(p.Params), p.ActiveAt, p.OnResize)
+	}
+	return l
 }
 
 // forgetRemoved drops the entries of rules that left the policy.

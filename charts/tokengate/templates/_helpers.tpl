@@ -1,0 +1,102 @@
+{{/* Names and labels, the usual way. */}}
+{{- define "tokengate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "tokengate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "tokengate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tokengate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "tokengate.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "tokengate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "tokengate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "tokengate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "tokengate.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The ConfigMap holding the policy, "" for the built-in policy. */}}
+{{- define "tokengate.policyConfigMap" -}}
+{{- if .Values.policy.existingConfigMap }}
+{{- .Values.policy.existingConfigMap }}
+{{- else if .Values.policy.content }}
+{{- printf "%s-policy" (include "tokengate.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The most pods that can run at once. */}}
+{{- define "tokengate.maxReplicas" -}}
+{{- if .Values.autoscaling.enabled }}{{ int .Values.autoscaling.maxReplicas }}{{ else }}{{ int .Values.replicaCount }}{{ end }}
+{{- end }}
+
+{{/*
+tokengate.validate stops the rendering of settings that would deploy
+something other than what the user believes.
+*/}}
+{{- define "tokengate.validate" -}}
+{{- if not (has .Values.store (list "memory" "redis")) }}
+{{- fail (printf "store %q: want memory or redis" .Values.store) }}
+{{- end }}
+{{- if and (eq .Values.store "memory") (gt (int (include "tokengate.maxReplicas" .)) 1) (not .Values.perReplicaLimits) }}
+{{- fail (printf "\n\nstore: memory with %s: every pod would keep its own buckets, so clients\nwould get up to %s times every limit of the policy.\nEither use `store: redis` for one quota shared by all pods, or set\n`perReplicaLimits: true` to accept limits that apply to each pod separately." (ternary (printf "autoscaling up to %d pods" (int .Values.autoscaling.maxReplicas)) (printf "replicaCount %d" (int .Values.replicaCount)) .Values.autoscaling.enabled) (include "tokengate.maxReplicas" .)) }}
+{{- end }}
+{{- if and (eq .Values.store "redis") (not .Values.redis.addr) }}
+{{- fail "store: redis needs redis.addr" }}
+{{- end }}
+{{- if not (has .Values.redis.password.as (list "file" "env")) }}
+{{- fail (printf "redis.password.as %q: want file or env" .Values.redis.password.as) }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
+{{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
+{{- end }}
+{{- $pdb := .Values.podDisruptionBudget }}
+{{- if and $pdb.enabled (not (kindIs "invalid" (index $pdb "minAvailable"))) (not (kindIs "invalid" (index $pdb "maxUnavailable"))) }}
+{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (set the other to null)" }}
+{{- end }}
+{{- end }}
+
+{{/*
+tokengate.probe renders a probe from values; a grpc probe without a port
+gets ports.grpc (gRPC probes take a number, not a port name).
+Call with (dict "probe" .Values.readinessProbe "root" $).
+*/}}
+{{- define "tokengate.probe" -}}
+{{- $probe := deepCopy .probe }}
+{{- if hasKey $probe "grpc" }}
+{{- $grpc := default (dict) $probe.grpc }}
+{{- if not (hasKey $grpc "port") }}
+{{- $_ := set $grpc "port" (int .root.Values.ports.grpc) }}
+{{- end }}
+{{- $_ := set $probe "grpc" $grpc }}
+{{- end }}
+{{- toYaml $probe }}
+{{- end }}

@@ -1,0 +1,353 @@
+package chart_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	goyaml "sigs.k8s.io/yaml"
+
+	"github.com/tokengate/tokengate/pkg/policy"
+)
+
+// values reads a values override written as YAML, as `helm install -f`.
+func values(t *testing.T, y string) map[string]any {
+	t.Helper()
+	v, err := chartutil.ReadValues([]byte(y))
+	if err != nil {
+		t.Fatalf("values %q: %v", y, err)
+	}
+	return v.AsMap()
+}
+
+// TestRender renders and lints the chart for its defaults and each option,
+// decodes every object strictly into the Kubernetes API types, and checks
+// what every rendering must hold plus what the option is for.
+func TestRender(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		name   string
+		values string
+		check  func(t *testing.T, o *objects)
+	}{
+		{"defaults", "", func(t *testing.T, o *objects) {
+			want := []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"}
+			if !slices.Equal(o.Kinds, want) {
+				t.Errorf("kinds %v, want %v", o.Kinds, want)
+			}
+			if r := o.Deployment.Spec.Replicas; r == nil || *r != 1 {
+				t.Errorf("replicas %v, want 1", r)
+			}
+			wantArgs(t, o, "--store=memory", "--grpc-addr=:8081", "--http-addr=:8080", "--max-buckets=1000000")
+			if !strings.Contains(o.Notes, "limits are exact") {
+				t.Errorf("NOTES:\n%s", o.Notes)
+			}
+		}},
+		{"redis with the password as a file", `
+replicaCount: 3
+store: redis
+redis: {addr: "redis-master.redis:6379", password: {existingSecret: redis-auth, key: redis-password}}
+`, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--store=redis", "--redis-addr=redis-master.redis:6379",
+				"--redis-password-file=/etc/tokengate-redis/redis-password")
+			v := volume(t, o, "redis-password")
+			if v.Secret == nil || v.Secret.SecretName != "redis-auth" || v.Secret.Items[0].Key != "redis-password" {
+				t.Errorf("redis-password volume %+v", v.VolumeSource)
+			}
+			if env(o, "TOKENGATE_REDIS_PASSWORD") != nil {
+				t.Error("the password is in the environment too")
+			}
+			if !strings.Contains(o.Notes, "shared through Redis") {
+				t.Errorf("NOTES:\n%s", o.Notes)
+			}
+		}},
+		{"redis with the password in the environment, autoscaled", `
+store: redis
+redis: {addr: "redis:6379", password: {existingSecret: redis-auth, as: env}}
+autoscaling: {enabled: true, minReplicas: 2, maxReplicas: 6}
+`, func(t *testing.T, o *objects) {
+			e := env(o, "TOKENGATE_REDIS_PASSWORD")
+			if e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != "redis-auth" || e.ValueFrom.SecretKeyRef.Key != "password" {
+				t.Errorf("TOKENGATE_REDIS_PASSWORD %+v", e)
+			}
+			if o.HPA == nil || o.HPA.Spec.MaxReplicas != 6 || *o.HPA.Spec.MinReplicas != 2 ||
+				o.HPA.Spec.ScaleTargetRef.Name != o.Deployment.Name {
+				t.Errorf("HPA %+v", o.HPA)
+			}
+			if o.Deployment.Spec.Replicas != nil {
+				t.Error("replicas set alongside an HPA")
+			}
+		}},
+		{"memory store, per-replica limits, headless, ServiceMonitor", `
+replicaCount: 2
+perReplicaLimits: true
+service: {headless: true}
+serviceMonitor: {enabled: true, labels: {release: prom}}
+`, func(t *testing.T, o *objects) {
+			if o.Service.Spec.ClusterIP != corev1.ClusterIPNone {
+				t.Errorf("clusterIP %q", o.Service.Spec.ClusterIP)
+			}
+			sm := o.ServiceMonitor
+			if sm == nil || sm.Labels["release"] != "prom" || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
+				t.Fatalf("ServiceMonitor %+v", sm)
+			}
+			if !selects(t, sm.Spec.Selector.MatchLabels, o.Service.Labels) {
+				t.Error("the ServiceMonitor does not select the Service")
+			}
+			if !strings.Contains(o.Notes, "up to 2 times every limit") {
+				t.Errorf("NOTES lacks the per-replica warning:\n%s", o.Notes)
+			}
+		}},
+		{"an existing ConfigMap", `
+policy: {existingConfigMap: my-limits, key: limits.yaml}
+`, func(t *testing.T, o *objects) {
+			if len(o.ConfigMaps) != 0 {
+				t.Errorf("the chart made a ConfigMap beside an existing one")
+			}
+			v := volume(t, o, "policy")
+			if v.ConfigMap == nil || v.ConfigMap.Name != "my-limits" || v.ConfigMap.Items[0].Key != "limits.yaml" {
+				t.Errorf("policy volume %+v", v.VolumeSource)
+			}
+		}},
+		{"the built-in policy", `
+policy: {content: ""}
+`, func(t *testing.T, o *objects) {
+			if len(o.ConfigMaps) != 0 || len(o.Deployment.Spec.Template.Spec.Volumes) != 0 {
+				t.Error("a policy volume without a policy")
+			}
+			for _, a := range o.Deployment.Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(a, "--policy") {
+					t.Errorf("arg %s", a)
+				}
+			}
+		}},
+		{"pinned image, minAvailable, no service account, no GOMEMLIMIT", `
+image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+podDisruptionBudget: {minAvailable: 1, maxUnavailable: null}
+serviceAccount: {create: false}
+setGoMemLimit: false
+extraArgs: ["--pprof"]
+`, func(t *testing.T, o *objects) {
+			if img := o.Deployment.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef") {
+				t.Errorf("image %s", img)
+			}
+			if o.PDB.Spec.MinAvailable == nil || o.PDB.Spec.MinAvailable.IntValue() != 1 || o.PDB.Spec.MaxUnavailable != nil {
+				t.Errorf("PDB %+v", o.PDB.Spec)
+			}
+			if o.ServiceAccount != nil || o.Deployment.Spec.Template.Spec.ServiceAccountName != "default" {
+				t.Error("a service account was made")
+			}
+			if env(o, "GOMEMLIMIT") != nil {
+				t.Error("GOMEMLIMIT set")
+			}
+			wantArgs(t, o, "--pprof")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := values(t, tc.values)
+			o, err := render(t, c, vals)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			checkAlways(t, o)
+			tc.check(t, o)
+			lintChart(t, vals)
+		})
+	}
+}
+
+// TestRefuses: settings that would not do what the user believes stop the
+// rendering with a message that says why, above all the memory store with
+// more than one pod, which multiplies every limit.
+func TestRefuses(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct{ name, values, want string }{
+		{"memory store, 3 replicas", "replicaCount: 3", "up to 3 times every limit"},
+		{"memory store, autoscaled", "autoscaling: {enabled: true, maxReplicas: 4}", "autoscaling up to 4 pods"},
+		{"per-replica limits must be true, not a string", `{replicaCount: 2, perReplicaLimits: "yes"}`, "perReplicaLimits"},
+		{"redis without an address", "store: redis", "redis.addr"},
+		{"an unknown store", "store: etcd", "store"},
+		{"a password neither file nor env", `{store: redis, redis: {addr: "r:6379", password: {as: stdin}}}`, "password/as"},
+		{"min above max", `{store: redis, redis: {addr: "r:6379"}, autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}}`, "minReplicas"},
+		{"both PDB bounds", "podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}", "not both"},
+		{"a misspelt value", "replicas: 3", "replicas"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := render(t, c, values(t, tc.values))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("render error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaultPolicy: the policy in values.yaml is tokengate's built-in
+// policy, rule for rule (comments aside).
+func TestDefaultPolicy(t *testing.T) {
+	builtin, err := os.ReadFile(filepath.Join(chartDir(t), "..", "..", "config", "default.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := loadChart(t).Values["policy"].(map[string]any)["content"].(string)
+	var a, b any
+	if err := goyaml.Unmarshal(builtin, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := goyaml.Unmarshal([]byte(content), &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Error("values.yaml policy.content differs from config/default.yaml: copy the rules over")
+	}
+}
+
+// checkAlways holds for every rendering.
+func checkAlways(t *testing.T, o *objects) {
+	t.Helper()
+	d := o.Deployment
+	if d == nil || o.Service == nil || o.PDB == nil {
+		t.Fatalf("missing objects: %v", o.Kinds)
+	}
+	pod := d.Spec.Template
+	if !selects(t, d.Spec.Selector.MatchLabels, pod.Labels) || !selects(t, o.Service.Spec.Selector, pod.Labels) ||
+		!selects(t, o.PDB.Spec.Selector.MatchLabels, pod.Labels) {
+		t.Error("a selector misses the pods")
+	}
+	for k := range pod.Annotations {
+		if strings.Contains(k, "checksum") {
+			t.Errorf("pod annotation %s: a policy change would restart the pods", k)
+		}
+	}
+	spec := pod.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers", len(spec.Containers))
+	}
+	ct := spec.Containers[0]
+	checkSecurity(t, spec.SecurityContext, ct.SecurityContext)
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("the service account token is mounted")
+	}
+	if ct.Resources.Requests.Cpu().IsZero() || ct.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v", ct.Resources)
+	}
+	if p := ct.ReadinessProbe; p == nil || p.GRPC == nil || p.GRPC.Port != 8081 {
+		t.Errorf("readiness probe %+v, want gRPC on 8081", p)
+	}
+	if p := ct.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "http" {
+		t.Errorf("liveness probe %+v, want HTTP /healthz", p)
+	}
+	ports := map[string]int32{}
+	for _, p := range ct.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["grpc"] != 8081 || ports["http"] != 8080 {
+		t.Errorf("container ports %v", ports)
+	}
+	for _, p := range o.Service.Spec.Ports {
+		if p.Name == "grpc" && (p.Port != 8081 || p.AppProtocol == nil || *p.AppProtocol != "grpc") {
+			t.Errorf("service port %+v", p)
+		}
+	}
+	for _, m := range ct.VolumeMounts {
+		if m.SubPath != "" || m.SubPathExpr != "" {
+			t.Errorf("volume mount %s uses subPath: it would never see an update", m.Name)
+		}
+		if !m.ReadOnly {
+			t.Errorf("volume mount %s is writable", m.Name)
+		}
+	}
+	if v := findVolume(spec.Volumes, "policy"); v != nil {
+		wantArgs(t, o, "--policy=/etc/tokengate/policy.yaml")
+		if v.ConfigMap == nil || len(v.ConfigMap.Items) != 1 || v.ConfigMap.Items[0].Path != "policy.yaml" {
+			t.Errorf("policy volume %+v", v.VolumeSource)
+		}
+		if !slices.ContainsFunc(ct.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "policy" && m.MountPath == "/etc/tokengate" }) {
+			t.Error("the policy is not mounted at /etc/tokengate")
+		}
+	}
+	for _, cm := range o.ConfigMaps {
+		for key, data := range cm.Data {
+			p, err := policy.Parse(key, []byte(data))
+			if err != nil {
+				t.Errorf("ConfigMap %s key %s: %v", cm.Name, key, err)
+				continue
+			}
+			for _, w := range p.Warnings() {
+				t.Errorf("ConfigMap %s: %v", cm.Name, w)
+			}
+		}
+	}
+}
+
+// checkSecurity: non-root, read-only root filesystem, no privilege, every
+// capability dropped, the runtime's default seccomp profile.
+func checkSecurity(t *testing.T, pod *corev1.PodSecurityContext, c *corev1.SecurityContext) {
+	t.Helper()
+	if pod == nil || c == nil {
+		t.Fatal("no security context")
+	}
+	isTrue := func(b *bool) bool { return b != nil && *b }
+	isFalse := func(b *bool) bool { return b != nil && !*b }
+	switch {
+	case !isTrue(pod.RunAsNonRoot) || !isTrue(c.RunAsNonRoot):
+		t.Error("runAsNonRoot is not set")
+	case pod.RunAsUser == nil || *pod.RunAsUser == 0:
+		t.Error("runs as root")
+	case !isTrue(c.ReadOnlyRootFilesystem):
+		t.Error("the root filesystem is writable")
+	case !isFalse(c.AllowPrivilegeEscalation) || !isFalse(c.Privileged):
+		t.Error("privilege escalation is not ruled out")
+	case c.Capabilities == nil || !slices.Equal(c.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(c.Capabilities.Add) > 0:
+		t.Errorf("capabilities %+v", c.Capabilities)
+	case c.SeccompProfile == nil || c.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Error("no RuntimeDefault seccomp profile")
+	}
+}
+
+func selects(t *testing.T, selector, objLabels map[string]string) bool {
+	t.Helper()
+	return len(selector) > 0 && labels.SelectorFromSet(selector).Matches(labels.Set(objLabels))
+}
+
+func wantArgs(t *testing.T, o *objects, want ...string) {
+	t.Helper()
+	args := o.Deployment.Spec.Template.Spec.Containers[0].Args
+	for _, w := range want {
+		if !slices.Contains(args, w) {
+			t.Errorf("args %q lack %q", args, w)
+		}
+	}
+}
+
+func env(o *objects, name string) *corev1.EnvVar {
+	for _, e := range o.Deployment.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return &e
+		}
+	}
+	return nil
+}
+
+func volume(t *testing.T, o *objects, name string) *corev1.Volume {
+	t.Helper()
+	v := findVolume(o.Deployment.Spec.Template.Spec.Volumes, name)
+	if v == nil {
+		t.Fatalf("no volume %s", name)
+	}
+	return v
+}
+
+func findVolume(vs []corev1.Volume, name string) *corev1.Volume {
+	for i := range vs {
+		if vs[i].Name == name {
+			return &vs[i]
+		}
+	}
+	return nil
+}

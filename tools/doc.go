@@ -1,0 +1,7 @@
+// Package tools holds tests whose dependencies are too heavy for the main
+// module: the Helm chart in charts/tokengate is rendered and linted with
+// the Helm SDK, and every object it renders, like every Kubernetes manifest
+// under examples/, is decoded strictly into the Kubernetes API types. It is
+// a module of its own (tools/go.mod) so that tokengate's go.mod stays lean;
+// run its tests with `cd tools && go test ./...` (make test does).
+package tools
