@@ -19,6 +19,36 @@ import (
 // domain of a request (set per route in Envoy's ExtAuthzPerRoute).
 const ContextExtensionDomain = "domain"
 
+// The statuses of every answer: read-only, shared by all responses.
+var (
+	statusOK     = status.New(codes.OK, "").Proto()
+	statusDenied = status.New(codes.PermissionDenied, "rate limited").Proto()
+)
+
+// lowerKey is the header name as HTTP/2 writes it, without an allocation
+// for the names the front doors use.
+func lowerKey(k string) string {
+	switch k {
+	case HeaderRateLimit:
+		return "ratelimit"
+	case HeaderRateLimitPolicy:
+		return "ratelimit-policy"
+	case HeaderXRateLimitLimit:
+		return "x-ratelimit-limit"
+	case HeaderXRateLimitRemain:
+		return "x-ratelimit-remaining"
+	case HeaderXRateLimitReset:
+		return "x-ratelimit-reset"
+	case "Retry-After":
+		return "retry-after"
+	case "X-Tokengate-Reason":
+		return "x-tokengate-reason"
+	case "X-Tokengate-Degraded":
+		return "x-tokengate-degraded"
+	}
+	return strings.ToLower(k)
+}
+
 // ExtAuthz returns the envoy.service.auth.v3.Authorization server.
 func (d *Doors) ExtAuthz() authv3.AuthorizationServer { return extAuthz{d: d} }
 
@@ -65,26 +95,30 @@ func (e extAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 	default:
 		return nil, status.Error(codes.InvalidArgument, v.err.Error())
 	}
-	options := make([]*corev3.HeaderValueOption, len(v.headers))
+	n := len(v.headers)
+	if !v.allowed {
+		n++ // content-type
+	}
+	options := make([]*corev3.HeaderValueOption, n)
+	opts := make([]corev3.HeaderValueOption, n)
+	values := make([]corev3.HeaderValue, n)
 	for i, h := range v.headers {
-		options[i] = &corev3.HeaderValueOption{
-			Header:       &corev3.HeaderValue{Key: strings.ToLower(h.key), Value: h.value},
-			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
-		}
+		values[i] = corev3.HeaderValue{Key: lowerKey(h.key), Value: h.value}
+		opts[i] = corev3.HeaderValueOption{Header: &values[i], AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+		options[i] = &opts[i]
 	}
 	if v.allowed {
 		return &authv3.CheckResponse{
-			Status:       status.New(codes.OK, "").Proto(),
+			Status:       statusOK,
 			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: options}},
 		}, nil
 	}
 	body, ctype := problem(e.d.opts.ExtAuthzDenyStatus, &v)
-	options = append(options, &corev3.HeaderValueOption{
-		Header:       &corev3.HeaderValue{Key: "content-type", Value: ctype},
-		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
-	})
+	values[n-1] = corev3.HeaderValue{Key: "content-type", Value: ctype}
+	opts[n-1] = corev3.HeaderValueOption{Header: &values[n-1], AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+	options[n-1] = &opts[n-1]
 	return &authv3.CheckResponse{
-		Status: status.New(codes.PermissionDenied, "rate limited").Proto(),
+		Status: statusDenied,
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(e.d.opts.ExtAuthzDenyStatus)},
 			Headers: options,

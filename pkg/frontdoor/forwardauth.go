@@ -25,7 +25,11 @@ type forwardAuth struct{ d *Doors }
 
 func (f forwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	v := f.d.decide(ctx, metrics.FrontDoorForwardAuth, r.URL.Query().Get("domain"), func(fd *policy.FrontDoor) *policy.Attributes {
+	domain := ""
+	if r.URL.RawQuery != "" {
+		domain = r.URL.Query().Get("domain")
+	}
+	v := f.d.decide(ctx, metrics.FrontDoorForwardAuth, domain, func(fd *policy.FrontDoor) *policy.Attributes {
 		return attributes(fd, r)
 	})
 	f.d.count(ctx, metrics.FrontDoorForwardAuth, &v)

@@ -117,8 +117,17 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*pol
 	}
 	v := verdict{domain: fdd.Domain}
 	a := attrs(fd)
+	// The descriptors and their entries live in a few arrays allocated
+	// once, sized for every descriptor the domain can build.
+	total := 0
+	for _, spec := range fdd.Descriptors {
+		total += len(spec.Actions)
+	}
 	descs := make([]*ratelimitv3.RateLimitDescriptor, 0, len(fdd.Descriptors))
-	var entries []policy.Entry
+	descArr := make([]ratelimitv3.RateLimitDescriptor, len(fdd.Descriptors))
+	entryArr := make([]ratelimitv3.RateLimitDescriptor_Entry, total)
+	entryPtrs := make([]*ratelimitv3.RateLimitDescriptor_Entry, total)
+	entries := make([]policy.Entry, 0, total)
 	for _, spec := range fdd.Descriptors {
 		var missing string
 		entries, missing = spec.Build(a, entries[:0])
@@ -131,10 +140,13 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*pol
 			v.headers = []header{{"X-Tokengate-Reason", v.reason}}
 			return v
 		}
-		rd := &ratelimitv3.RateLimitDescriptor{Entries: make([]*ratelimitv3.RateLimitDescriptor_Entry, len(entries))}
+		rd := &descArr[len(descs)]
+		rd.Entries, entryPtrs = entryPtrs[:len(entries):len(entries)], entryPtrs[len(entries):]
 		for i, e := range entries {
-			rd.Entries[i] = &ratelimitv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value}
+			entryArr[i].Key, entryArr[i].Value = e.Key, e.Value
+			rd.Entries[i] = &entryArr[i]
 		}
+		entryArr = entryArr[len(entries):]
 		if hasCost {
 			rd.HitsAddend = wrapperspb.UInt64(cost)
 		}

@@ -74,7 +74,7 @@ type fixture struct {
 	m     *metrics.FrontDoors
 }
 
-func newFixture(t *testing.T, pol string) *fixture {
+func newFixture(t testing.TB, pol string) *fixture {
 	t.Helper()
 	p, err := policy.Parse("test.yaml", []byte(pol))
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -38,42 +37,92 @@ const (
 //   - the headers ShouldRateLimit adds: Retry-After, x-tokengate-reason,
 //     x-tokengate-degraded.
 func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, reason string) {
+	// Every value is appended to one buffer, turned into one string and
+	// sliced: one allocation for all of them.
 	var (
-		policyItems, limitItems, xPolicy []string
-		closest                          *rlsv3.RateLimitResponse_DescriptorStatus
+		buf     = make([]byte, 0, 256)
+		closest *rlsv3.RateLimitResponse_DescriptorStatus
+		spans   [3][2]int // RateLimit-Policy, RateLimit, X-RateLimit-Limit's tail
 	)
-	for i, st := range dec.Response.Statuses {
+	statuses := dec.Response.Statuses
+	limited := func(i int) bool {
 		r := dec.Rules[i]
-		if r == nil || r.Unlimited || r.Shadow || st.CurrentLimit == nil {
-			continue
-		}
-		name := sfString(r.Name)
-		params := r.Version.Params
-		rate := params.Rate()
-		fill := math.Ceil(float64(params.Capacity()) * float64(rate.Per()) / float64(rate.Tokens()) / 1e9)
-		policyItems = append(policyItems, name+";q="+strconv.FormatInt(params.Capacity(), 10)+";w="+strconv.FormatInt(int64(min(max(fill, 1), 1<<40)), 10))
-		limitItems = append(limitItems, name+";r="+strconv.FormatUint(uint64(st.LimitRemaining), 10)+";t="+strconv.FormatInt(ceilSeconds(st.DurationUntilReset.AsDuration().Nanoseconds()), 10))
-		if closest == nil || st.LimitRemaining < closest.LimitRemaining {
-			closest = st
-		}
-		if w := unitSeconds(st.CurrentLimit.Unit); w > 0 {
-			xPolicy = append(xPolicy, strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)+";w="+strconv.Itoa(w)+";name="+name)
-		}
-		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			violated = append(violated, r.Name)
-		}
+		return r != nil && !r.Unlimited && !r.Shadow && statuses[i].CurrentLimit != nil
 	}
+	for part := range spans {
+		spans[part][0] = len(buf)
+		if part == 2 && closest != nil {
+			// X-RateLimit-Limit starts with the limit of the status with
+			// the fewest tokens left.
+			buf = strconv.AppendUint(buf, uint64(closest.CurrentLimit.RequestsPerUnit), 10)
+		}
+		for i, st := range statuses {
+			if !limited(i) {
+				continue
+			}
+			r := dec.Rules[i]
+			switch part {
+			case 0:
+				if len(buf) > spans[part][0] {
+					buf = append(buf, ", "...)
+				}
+				params := r.Version.Params
+				rate := params.Rate()
+				fill := math.Ceil(float64(params.Capacity()) * float64(rate.Per()) / float64(rate.Tokens()) / 1e9)
+				buf = appendSFString(buf, r.Name)
+				buf = append(buf, ";q="...)
+				buf = strconv.AppendInt(buf, params.Capacity(), 10)
+				buf = append(buf, ";w="...)
+				buf = strconv.AppendInt(buf, int64(min(max(fill, 1), 1<<40)), 10)
+			case 1:
+				if len(buf) > spans[part][0] {
+					buf = append(buf, ", "...)
+				}
+				buf = appendSFString(buf, r.Name)
+				buf = append(buf, ";r="...)
+				buf = strconv.AppendUint(buf, uint64(st.LimitRemaining), 10)
+				buf = append(buf, ";t="...)
+				buf = strconv.AppendInt(buf, ceilSeconds(st.DurationUntilReset.AsDuration().Nanoseconds()), 10)
+				if closest == nil || st.LimitRemaining < closest.LimitRemaining {
+					closest = st
+				}
+				if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+					violated = append(violated, r.Name)
+				}
+			case 2:
+				if w := unitSeconds(st.CurrentLimit.Unit); w > 0 {
+					buf = append(buf, ", "...)
+					buf = strconv.AppendUint(buf, uint64(st.CurrentLimit.RequestsPerUnit), 10)
+					buf = append(buf, ";w="...)
+					buf = strconv.AppendInt(buf, int64(w), 10)
+					buf = append(buf, ";name="...)
+					buf = appendSFString(buf, r.Name)
+				}
+			}
+		}
+		spans[part][1] = len(buf)
+	}
+	n := len(dec.Response.ResponseHeadersToAdd)
 	if closest != nil {
+		n += 5
+	}
+	hs = make([]header, 0, n)
+	if closest != nil {
+		limitEnd := len(buf)
+		buf = strconv.AppendUint(buf, uint64(closest.LimitRemaining), 10)
+		remainEnd := len(buf)
+		buf = strconv.AppendInt(buf, closest.DurationUntilReset.GetSeconds(), 10)
+		all := string(buf)
 		hs = append(hs,
-			header{HeaderRateLimitPolicy, strings.Join(policyItems, ", ")},
-			header{HeaderRateLimit, strings.Join(limitItems, ", ")},
-			header{HeaderXRateLimitLimit, strings.Join(append([]string{strconv.FormatUint(uint64(closest.CurrentLimit.RequestsPerUnit), 10)}, xPolicy...), ", ")},
-			header{HeaderXRateLimitRemain, strconv.FormatUint(uint64(closest.LimitRemaining), 10)},
-			header{HeaderXRateLimitReset, strconv.FormatInt(closest.DurationUntilReset.GetSeconds(), 10)},
+			header{HeaderRateLimitPolicy, all[spans[0][0]:spans[0][1]]},
+			header{HeaderRateLimit, all[spans[1][0]:spans[1][1]]},
+			header{HeaderXRateLimitLimit, all[spans[2][0]:spans[2][1]]},
+			header{HeaderXRateLimitRemain, all[limitEnd:remainEnd]},
+			header{HeaderXRateLimitReset, all[remainEnd:]},
 		)
 	}
 	for _, h := range dec.Response.ResponseHeadersToAdd {
-		hs = append(hs, header{http.CanonicalHeaderKey(h.Key), h.Value})
+		hs = append(hs, header{canonicalKey(h.Key), h.Value})
 		if h.Key == service.HeaderReason {
 			reason = h.Value
 		}
@@ -81,25 +130,37 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, re
 	return hs, violated, reason
 }
 
-// sfString writes s as a structured-field string (RFC 9651): printable
-// ASCII in quotes, with quote and backslash escaped; other bytes become "?".
-func sfString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
+// canonicalKey is http.CanonicalHeaderKey without an allocation for the
+// headers ShouldRateLimit adds.
+func canonicalKey(k string) string {
+	switch k {
+	case service.HeaderRetryAfter:
+		return "Retry-After"
+	case service.HeaderReason:
+		return "X-Tokengate-Reason"
+	case service.HeaderDegraded:
+		return "X-Tokengate-Degraded"
+	}
+	return http.CanonicalHeaderKey(k)
+}
+
+// appendSFString appends s as a structured-field string (RFC 9651):
+// printable ASCII in quotes, with quote and backslash escaped; other bytes
+// become "?".
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			b = append(b, '\\', c)
 		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
+			b = append(b, '?')
 		default:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(b, '"')
 }
 
 func unitSeconds(u rlsv3.RateLimitResponse_RateLimit_Unit) int {

@@ -62,6 +62,9 @@ func (fd *FrontDoor) ClientAddress(peer string, xff []string) string {
 // canonicalAddr normalises an IP address, with or without a port.
 func canonicalAddr(s string) string {
 	if a, err := netip.ParseAddr(s); err == nil {
+		if a.Is4() {
+			return s // ParseAddr takes only the canonical dotted form
+		}
 		return a.Unmap().WithZone("").String()
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
