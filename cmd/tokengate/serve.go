@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,9 +28,6 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if s.Store == "redis" {
-		return errors.New("--store redis: the Redis store is not available in this build yet; use --store memory")
-	}
 	log := s.logger(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -44,11 +40,17 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 
-	mem := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
-	metrics.RegisterStore(reg, func() metrics.StoreStats { return storeStats(mem.Stats()) })
-	go mem.Run(ctx, s.JanitorInterval)
+	be := openMemory
+	if s.Store == "redis" {
+		be = openRedis
+	}
+	st, err := be(ctx, s, reg, clk, log)
+	if err != nil {
+		return err
+	}
+	defer st.close()
 
-	svc, err := service.New(service.Options{Policy: current, Store: mem, StoreName: "memory", Metrics: m, Clock: clk, Logger: log})
+	svc, err := service.New(service.Options{Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -62,7 +64,7 @@ func serve(args []string, stderr io.Writer) error {
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
-		Policy: current, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
+		Policy: current, Ready: st.ready, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -107,6 +109,14 @@ func reloaded(m *metrics.Metrics, r watch.Result, p *policy.Policy) {
 	if r == watch.Success {
 		m.SetPolicy(strconv.FormatInt(p.Revision(), 10), p.SHA256())
 	}
+}
+
+// openMemory builds the memory store and starts its janitor.
+func openMemory(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, _ *slog.Logger) (*backend, error) {
+	mem := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
+	metrics.RegisterStore(reg, func() metrics.StoreStats { return storeStats(mem.Stats()) })
+	go mem.Run(ctx, s.JanitorInterval)
+	return &backend{name: "memory", store: mem, close: func() {}}, nil
 }
 
 func storeStats(st memory.Stats) metrics.StoreStats {

@@ -31,6 +31,7 @@ type settings struct {
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
+	Redis                 redisSettings // the other --redis-* flags (redis.go)
 }
 
 func loadSettings(args []string) (settings, error) {
@@ -41,6 +42,7 @@ func loadSettings(args []string) (settings, error) {
 	fs.String("http-addr", ":8080", "HTTP listen address (/metrics, /healthz, /readyz, /debug/policy)")
 	fs.String("store", "memory", "where buckets live: memory or redis")
 	fs.String("redis-addr", "127.0.0.1:6379", "Redis address, for --store redis")
+	addRedisFlags(fs)
 	fs.Int("max-buckets", 1_000_000, "most buckets the memory store holds")
 	fs.String("log-level", "info", "debug, info, warn or error")
 	fs.String("log-format", "json", "json or text")
@@ -84,6 +86,7 @@ func loadSettings(args []string) (settings, error) {
 		ReplayWindow:    v.GetDuration("replay-window"),
 	}
 	s.ExtAuthzDenyStatus, s.ForwardAuthDenyStatus = v.GetInt("ext-authz-deny-status"), v.GetInt("forward-auth-deny-status")
+	s.Redis = readRedisSettings(v)
 	return s, s.check()
 }
 
@@ -101,6 +104,9 @@ func (s settings) check() error {
 		return fmt.Errorf("--forward-auth-deny-status %d: want an HTTP error status, 400 to 599", s.ForwardAuthDenyStatus)
 	case s.ShutdownTimeout <= 0 || s.JanitorInterval <= 0 || s.ReplayWindow <= 0:
 		return fmt.Errorf("--shutdown-timeout, --janitor-interval and --replay-window must be positive")
+	}
+	if err := s.Redis.check(); s.Store == "redis" && err != nil {
+		return err
 	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s.LogLevel)); err != nil {

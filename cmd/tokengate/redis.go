@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/local"
+	"github.com/tokengate/tokengate/pkg/store/memory"
+	"github.com/tokengate/tokengate/pkg/store/redis"
+)
+
+// redisSettings are the --redis-* knobs of --store redis. The password is
+// never a flag (it would show in the process list): it comes from
+// TOKENGATE_REDIS_PASSWORD, the settings file's redis-password, the URL, or
+// --redis-password-file.
+type redisSettings struct {
+	URL            string
+	Password       string
+	PasswordFile   string
+	DB             int
+	PoolSize       int
+	Timeout        time.Duration
+	DialTimeout    time.Duration
+	SentinelMaster string
+	Cluster        bool
+	KeyPrefix      string
+	LocalShare     float64
+}
+
+func addRedisFlags(fs *pflag.FlagSet) {
+	fs.String("redis-url", "", "Redis URL, overrides --redis-addr: redis://[user:pass@]host:port[/db], rediss:// for TLS")
+	fs.String("redis-password-file", "", "file holding the Redis password (or set TOKENGATE_REDIS_PASSWORD)")
+	fs.Int("redis-db", 0, "Redis database number (not with --redis-cluster)")
+	fs.Int("redis-pool-size", 0, "connections per Redis node, a power of two; commands are pipelined over them (0: 4, 1 per cluster node)")
+	fs.Duration("redis-timeout", 10*time.Millisecond, "longest wait for Redis per decision, round trips included; then on_store_error decides")
+	fs.Duration("redis-dial-timeout", time.Second, "longest wait to connect to Redis")
+	fs.String("redis-sentinel-master", "", "Sentinel master set name; --redis-addr then lists the Sentinels, comma-separated")
+	fs.Bool("redis-cluster", false, "require a Redis Cluster at --redis-addr (comma-separated seed nodes)")
+	fs.String("redis-key-prefix", "tokengate:", "prefix of every Redis key")
+	fs.Float64("redis-local-share", 1, "share of each rule's capacity and rate a replica may use while Redis fails (on_store_error: local); 1/replicas keeps the sum within the quota")
+}
+
+func readRedisSettings(v *viper.Viper) redisSettings {
+	return redisSettings{
+		URL:            v.GetString("redis-url"),
+		Password:       v.GetString("redis-password"),
+		PasswordFile:   v.GetString("redis-password-file"),
+		DB:             v.GetInt("redis-db"),
+		PoolSize:       v.GetInt("redis-pool-size"),
+		Timeout:        v.GetDuration("redis-timeout"),
+		DialTimeout:    v.GetDuration("redis-dial-timeout"),
+		SentinelMaster: v.GetString("redis-sentinel-master"),
+		Cluster:        v.GetBool("redis-cluster"),
+		KeyPrefix:      v.GetString("redis-key-prefix"),
+		LocalShare:     v.GetFloat64("redis-local-share"),
+	}
+}
+
+func (r redisSettings) check() error {
+	switch {
+	case r.Timeout <= 0 || r.DialTimeout <= 0:
+		return fmt.Errorf("--redis-timeout and --redis-dial-timeout must be positive")
+	case r.PoolSize < 0 || r.DB < 0:
+		return fmt.Errorf("--redis-pool-size and --redis-db must not be negative")
+	case !(r.LocalShare > 0 && r.LocalShare <= 1):
+		return fmt.Errorf("--redis-local-share %v: want a fraction in (0, 1]", r.LocalShare)
+	case r.Cluster && r.SentinelMaster != "":
+		return fmt.Errorf("--redis-cluster and --redis-sentinel-master exclude each other")
+	case r.Cluster && r.DB != 0:
+		return fmt.Errorf("--redis-db: a Redis Cluster has only database 0")
+	}
+	return nil
+}
+
+// backend is the store serve decides with, and what goes with it.
+type backend struct {
+	name  string
+	store store.Store
+	local store.Store  // on_store_error: local's budget; nil for memory
+	ready func() error // for /readyz; nil: always ready
+	close func()
+}
+
+// openRedis connects to Redis and builds the Redis store, with the local
+// budget of on_store_error: local, both with their metrics on reg.
+func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*backend, error) {
+	r := s.Redis
+	password := r.Password
+	if r.PasswordFile != "" {
+		b, err := os.ReadFile(r.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-password-file: %w", err)
+		}
+		password = strings.TrimRight(string(b), "\r\n")
+	}
+	client, err := redis.Dial(redis.Config{
+		Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
+		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--store redis: %w", err)
+	}
+	st, err := redis.New(redis.Options{
+		Client: client, KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, ReplayWindow: s.ReplayWindow,
+		Registerer: reg, Logger: log,
+	})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	budget, err := local.New(local.Options{Share: r.LocalShare, Memory: memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk}})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	go budget.Run(ctx, s.JanitorInterval)
+	log.Info("redis store", slog.String("mode", string(client.Mode())), slog.Bool("cluster", st.Cluster()),
+		slog.Duration("timeout", r.Timeout), slog.Float64("local_share", r.LocalShare))
+	return &backend{
+		name: "redis", store: st, local: budget,
+		ready: func() error { return st.Ping(context.Background()) },
+		close: client.Close,
+	}, nil
+}
