@@ -55,7 +55,13 @@ store: redis
 redis: {addr: "redis-master.redis:6379", password: {existingSecret: redis-auth, key: redis-password}}
 `, func(t *testing.T, o *objects) {
 			wantArgs(t, o, "--store=redis", "--redis-addr=redis-master.redis:6379",
-				"--redis-password-file=/etc/tokengate-redis/redis-password")
+				"--redis-password-file=/etc/tokengate-redis/redis-password",
+				"--redis-local-share=0.3333333333333333") // 3 pods: a third each
+			for _, a := range o.Deployment.Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(a, "--redis-db") || strings.HasPrefix(a, "--redis-timeout") {
+					t.Errorf("arg %s: an unset value must keep tokengate's default", a)
+				}
+			}
 			v := volume(t, o, "redis-password")
 			if v.Secret == nil || v.Secret.SecretName != "redis-auth" || v.Secret.Items[0].Key != "redis-password" {
 				t.Errorf("redis-password volume %+v", v.VolumeSource)
@@ -69,14 +75,19 @@ redis: {addr: "redis-master.redis:6379", password: {existingSecret: redis-auth, 
 		}},
 		{"redis with the password in the environment, autoscaled", `
 store: redis
-redis: {addr: "redis:6379", password: {existingSecret: redis-auth, as: env}}
-autoscaling: {enabled: true, minReplicas: 2, maxReplicas: 6}
+redis: {url: "rediss://redis:6379", sentinelMaster: main, db: 2, timeout: 20ms, password: {existingSecret: redis-auth, as: env}}
+autoscaling: {enabled: true, minReplicas: 2, maxReplicas: 4}
 `, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--redis-url=rediss://redis:6379", "--redis-sentinel-master=main", "--redis-db=2",
+				"--redis-timeout=20ms", "--redis-local-share=0.25")
+			if findVolume(o.Deployment.Spec.Template.Spec.Volumes, "redis-password") != nil {
+				t.Error("the password is mounted as a file too")
+			}
 			e := env(o, "TOKENGATE_REDIS_PASSWORD")
 			if e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != "redis-auth" || e.ValueFrom.SecretKeyRef.Key != "password" {
 				t.Errorf("TOKENGATE_REDIS_PASSWORD %+v", e)
 			}
-			if o.HPA == nil || o.HPA.Spec.MaxReplicas != 6 || *o.HPA.Spec.MinReplicas != 2 ||
+			if o.HPA == nil || o.HPA.Spec.MaxReplicas != 4 || *o.HPA.Spec.MinReplicas != 2 ||
 				o.HPA.Spec.ScaleTargetRef.Name != o.Deployment.Name {
 				t.Errorf("HPA %+v", o.HPA)
 			}
@@ -172,6 +183,9 @@ func TestRefuses(t *testing.T) {
 		{"memory store, autoscaled", "autoscaling: {enabled: true, maxReplicas: 4}", "autoscaling up to 4 pods"},
 		{"per-replica limits must be true, not a string", `{replicaCount: 2, perReplicaLimits: "yes"}`, "perReplicaLimits"},
 		{"redis without an address", "store: redis", "redis.addr"},
+		{"a password in the Redis URL", `{store: redis, redis: {url: "redis://:secret@redis:6379"}}`, "url"},
+		{"Redis Cluster and Sentinel", `{store: redis, redis: {addr: "r:6379", cluster: true, sentinelMaster: m}}`, "exclude each other"},
+		{"a local share above 1", `{store: redis, redis: {addr: "r:6379", localShare: 2}}`, "localShare"},
 		{"an unknown store", "store: etcd", "store"},
 		{"a password neither file nor env", `{store: redis, redis: {addr: "r:6379", password: {as: stdin}}}`, "password/as"},
 		{"min above max", `{store: redis, redis: {addr: "r:6379"}, autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}}`, "minReplicas"},

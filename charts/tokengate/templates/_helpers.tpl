@@ -69,8 +69,11 @@ something other than what the user believes.
 {{- if and (eq .Values.store "memory") (gt (int (include "tokengate.maxReplicas" .)) 1) (not .Values.perReplicaLimits) }}
 {{- fail (printf "\n\nstore: memory with %s: every pod would keep its own buckets, so clients\nwould get up to %s times every limit of the policy.\nEither use `store: redis` for one quota shared by all pods, or set\n`perReplicaLimits: true` to accept limits that apply to each pod separately." (ternary (printf "autoscaling up to %d pods" (int .Values.autoscaling.maxReplicas)) (printf "replicaCount %d" (int .Values.replicaCount)) .Values.autoscaling.enabled) (include "tokengate.maxReplicas" .)) }}
 {{- end }}
-{{- if and (eq .Values.store "redis") (not .Values.redis.addr) }}
-{{- fail "store: redis needs redis.addr" }}
+{{- if and (eq .Values.store "redis") (not .Values.redis.addr) (not .Values.redis.url) }}
+{{- fail "store: redis needs redis.addr or redis.url" }}
+{{- end }}
+{{- if and .Values.redis.cluster .Values.redis.sentinelMaster }}
+{{- fail "redis.cluster and redis.sentinelMaster exclude each other" }}
 {{- end }}
 {{- if not (has .Values.redis.password.as (list "file" "env")) }}
 {{- fail (printf "redis.password.as %q: want file or env" .Values.redis.password.as) }}
@@ -99,4 +102,44 @@ Call with (dict "probe" .Values.readinessProbe "root" $).
 {{- $_ := set $probe "grpc" $grpc }}
 {{- end }}
 {{- toYaml $probe }}
+{{- end }}
+
+{{/* tokengate.redisArgs: the --redis-* flags; empty values keep tokengate's defaults. */}}
+{{- define "tokengate.redisArgs" -}}
+{{- $r := .Values.redis }}
+{{- with $r.addr }}
+- --redis-addr={{ . }}
+{{- end }}
+{{- with $r.url }}
+- --redis-url={{ . }}
+{{- end }}
+{{- with $r.db }}
+- --redis-db={{ . }}
+{{- end }}
+{{- with $r.sentinelMaster }}
+- --redis-sentinel-master={{ . }}
+{{- end }}
+{{- if $r.cluster }}
+- --redis-cluster
+{{- end }}
+{{- if and $r.password.existingSecret (eq $r.password.as "file") }}
+- --redis-password-file=/etc/tokengate-redis/{{ $r.password.key }}
+{{- end }}
+{{- with $r.timeout }}
+- --redis-timeout={{ . }}
+{{- end }}
+{{- with $r.dialTimeout }}
+- --redis-dial-timeout={{ . }}
+{{- end }}
+{{- with $r.poolSize }}
+- --redis-pool-size={{ . }}
+{{- end }}
+{{- with $r.keyPrefix }}
+- --redis-key-prefix={{ . }}
+{{- end }}
+{{- if eq (toString $r.localShare) "auto" }}
+- --redis-local-share={{ divf 1 (int (include "tokengate.maxReplicas" .)) }}
+{{- else }}
+- --redis-local-share={{ $r.localShare }}
+{{- end }}
 {{- end }}
