@@ -140,7 +140,7 @@ policy: {content: ""}
 		}},
 		{"pinned image, minAvailable, no service account, no GOMEMLIMIT", `
 image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
-podDisruptionBudget: {minAvailable: 1, maxUnavailable: null}
+podDisruptionBudget: {minAvailable: 1}
 serviceAccount: {create: false}
 setGoMemLimit: false
 extraArgs: ["--pprof"]
@@ -189,7 +189,6 @@ func TestRefuses(t *testing.T) {
 		{"an unknown store", "store: etcd", "store"},
 		{"a password neither file nor env", `{store: redis, redis: {addr: "r:6379", password: {as: stdin}}}`, "password/as"},
 		{"min above max", `{store: redis, redis: {addr: "r:6379"}, autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}}`, "minReplicas"},
-		{"both PDB bounds", "podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}", "not both"},
 		{"a misspelt value", "replicas: 3", "replicas"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -81,10 +81,6 @@ something other than what the user believes.
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
 {{- end }}
-{{- $pdb := .Values.podDisruptionBudget }}
-{{- if and $pdb.enabled (not (kindIs "invalid" (index $pdb "minAvailable"))) (not (kindIs "invalid" (index $pdb "maxUnavailable"))) }}
-{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both (set the other to null)" }}
-{{- end }}
 {{- end }}
 
 {{/*
