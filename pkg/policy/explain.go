@@ -9,14 +9,18 @@ import (
 
 // Summary is the one-line description `tokengate validate` prints for a
 // good file: policy.yaml: OK: revision 3, 2 domains (edge: 5 rules,
-// internal: 1 rule), sha256 9f86d0...
+// internal: 1 rule), front door forward_auth (edge), sha256 9f86d0...
 func (p *Policy) Summary() string {
 	parts := make([]string, len(p.names))
 	for i, name := range p.names {
 		parts[i] = fmt.Sprintf("%s: %s", name, plural(len(p.domains[name].rules), "rule"))
 	}
-	return fmt.Sprintf("%s: OK: revision %d, %s (%s), sha256 %s",
-		p.name, p.revision, plural(len(p.names), "domain"), strings.Join(parts, ", "), p.SHA256())
+	doors := ""
+	for _, fd := range p.FrontDoors() {
+		doors += fmt.Sprintf(", front door %s (%s)", fd.Name, strings.Join(fd.names, ", "))
+	}
+	return fmt.Sprintf("%s: OK: revision %d, %s (%s)%s, sha256 %s",
+		p.name, p.revision, plural(len(p.names), "domain"), strings.Join(parts, ", "), doors, p.SHA256())
 }
 
 func plural(n int, what string) string {
