@@ -1,0 +1,131 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/store"
+)
+
+// BenchmarkDecide measures decisions against a local redis-server:
+// latency serially, throughput with parallel callers (rueidis pipelines
+// them over its connections). It reports the EVALSHA calls per decision
+// and the server time per call from INFO commandstats.
+func BenchmarkDecide(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv.Addr())
+	s := newStore(b, c, Options{})
+	v := version(b, 1, 1_000_000_000, "1000000/s")
+	for _, bc := range []struct {
+		name     string
+		items    int
+		parallel int
+	}{
+		{"1 bucket", 1, 0},
+		{"3 buckets", 3, 0},
+		{"1 bucket parallel 64", 1, 32},
+		{"3 buckets parallel 64", 3, 32},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			before := commandStatsFull(b, srv.Addr())
+			var n atomic.Int64
+			run := func() {
+				i := n.Add(1)
+				items := make([]store.Item, bc.items)
+				for k := range items {
+					items[k] = store.Item{Key: "user-" + strconv.FormatInt(i%1000, 10) + "-" + strconv.Itoa(k), Version: v, Cost: 1}
+				}
+				res := make([]store.Result, len(items))
+				if _, err := s.Decide(context.Background(), &store.Request{Items: items}, res); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			if bc.parallel > 0 {
+				b.SetParallelism(bc.parallel)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						run()
+					}
+				})
+			} else {
+				for b.Loop() {
+					run()
+				}
+			}
+			b.StopTimer()
+			after := commandStatsFull(b, srv.Addr())
+			calls := after["evalsha"][0] - before["evalsha"][0]
+			b.ReportMetric(float64(calls)/float64(n.Load()), "evalsha/op")
+			if calls > 0 {
+				b.ReportMetric(float64(after["evalsha"][1]-before["evalsha"][1])/float64(calls), "redis-µs/call")
+			}
+		})
+	}
+}
+
+// commandStatsFull reads calls and usec by command from INFO commandstats.
+func commandStatsFull(t testing.TB, addr string) map[string][2]int64 {
+	t.Helper()
+	out, err := redistest.Do(addr, "INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string][2]int64{}
+	for _, l := range strings.Split(out, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
+		if !ok {
+			continue
+		}
+		var v [2]int64
+		for _, f := range strings.Split(rest, ",") {
+			k, x, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				v[0], _ = strconv.ParseInt(x, 10, 64)
+			case "usec":
+				v[1], _ = strconv.ParseInt(x, 10, 64)
+			}
+		}
+		m[strings.TrimPrefix(name, "cmdstat_")] = v
+	}
+	return m
+}
+
+// BenchmarkDecideCluster: on a three-master cluster a single bucket is one
+// EVALSHA; three buckets in three slots are a reserve in each slot, sent
+// at once (plus a settle only when one rejects, never here).
+func BenchmarkDecideCluster(b *testing.B) {
+	cl := redistest.StartCluster(b)
+	c := newClient(b, cl.Addrs()...)
+	s := newStore(b, c, Options{})
+	v := version(b, 1, 1_000_000_000, "1000000/s")
+	for _, items := range []int{1, 3} {
+		b.Run(strconv.Itoa(items)+" buckets", func(b *testing.B) {
+			sum := func() (calls int64) {
+				for _, a := range cl.Addrs() {
+					calls += commandStatsFull(b, a)["evalsha"][0]
+				}
+				return calls
+			}
+			before := sum()
+			n := 0
+			for b.Loop() {
+				n++
+				its := make([]store.Item, items)
+				for k := range its {
+					its[k] = store.Item{Key: "user-" + strconv.Itoa(n%1000) + "-" + strconv.Itoa(k), Version: v, Cost: 1}
+				}
+				if _, err := s.Decide(context.Background(), &store.Request{Items: its}, make([]store.Result, items)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(sum()-before)/float64(n), "evalsha/op")
+		})
+	}
+}
