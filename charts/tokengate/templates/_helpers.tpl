@@ -104,38 +104,38 @@ Call with (dict "probe" .Values.readinessProbe "root" $).
 {{- define "tokengate.redisArgs" -}}
 {{- $r := .Values.redis }}
 {{- with $r.addr }}
-- --redis-addr={{ . }}
+- {{ printf "--redis-addr=%v" . | quote }}
 {{- end }}
 {{- with $r.url }}
-- --redis-url={{ . }}
+- {{ printf "--redis-url=%v" . | quote }}
 {{- end }}
 {{- with $r.db }}
-- --redis-db={{ . }}
+- {{ printf "--redis-db=%d" (int64 .) | quote }}
 {{- end }}
 {{- with $r.sentinelMaster }}
-- --redis-sentinel-master={{ . }}
+- {{ printf "--redis-sentinel-master=%v" . | quote }}
 {{- end }}
 {{- if $r.cluster }}
 - --redis-cluster
 {{- end }}
 {{- if and $r.password.existingSecret (eq $r.password.as "file") }}
-- --redis-password-file=/etc/tokengate-redis/{{ $r.password.key }}
+- {{ printf "--redis-password-file=/etc/tokengate-redis/%s" $r.password.key | quote }}
 {{- end }}
 {{- with $r.timeout }}
-- --redis-timeout={{ . }}
+- {{ printf "--redis-timeout=%v" . | quote }}
 {{- end }}
 {{- with $r.dialTimeout }}
-- --redis-dial-timeout={{ . }}
+- {{ printf "--redis-dial-timeout=%v" . | quote }}
 {{- end }}
 {{- with $r.poolSize }}
-- --redis-pool-size={{ . }}
+- {{ printf "--redis-pool-size=%d" (int64 .) | quote }}
 {{- end }}
 {{- with $r.keyPrefix }}
-- --redis-key-prefix={{ . }}
+- {{ printf "--redis-key-prefix=%v" . | quote }}
 {{- end }}
 {{- if eq (toString $r.localShare) "auto" }}
-- --redis-local-share={{ divf 1 (int (include "tokengate.maxReplicas" .)) }}
+- {{ printf "--redis-local-share=%v" (divf 1 (int (include "tokengate.maxReplicas" .))) | quote }}
 {{- else }}
-- --redis-local-share={{ $r.localShare }}
+- {{ printf "--redis-local-share=%v" ($r.localShare) | quote }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,62 @@
+package chart_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestArgsAreFlags: every flag the chart passes is one `tokengate serve`
+// has, for the defaults and for every Redis setting, so that a renamed
+// flag fails here and not in a crash-looping pod.
+func TestArgsAreFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tokengate")
+	}
+	root := filepath.Join(chartDir(t), "..", "..")
+	bin := filepath.Join(t.TempDir(), "tokengate")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/tokengate")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// serve --help lists the flags and exits 1 (help is an "error" to pflag).
+	usage, _ := exec.Command(bin, "serve", "--help").CombinedOutput()
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+--([a-z0-9-]+)`).FindAllStringSubmatch(string(usage), -1) {
+		flags[m[1]] = true
+	}
+	if !flags["policy"] || !flags["store"] {
+		t.Fatalf("no flags in `tokengate serve --help`:\n%s", usage)
+	}
+
+	c := loadChart(t)
+	for _, v := range []string{
+		"",
+		`{settings: {pprof: true}, replicaCount: 2, perReplicaLimits: true}`,
+		`{store: redis, replicaCount: 2, redis: {addr: "r:6379", url: "rediss://r:6379", db: 1, sentinelMaster: m,
+		  password: {existingSecret: s}, timeout: 20ms, dialTimeout: 2s, poolSize: 8, keyPrefix: "tg:", localShare: 0.5}}`,
+		`{store: redis, redis: {addr: "r:6379", cluster: true}}`,
+	} {
+		o, err := render(t, c, values(t, v))
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		args := o.Deployment.Spec.Template.Spec.Containers[0].Args
+		if args[0] != "serve" {
+			t.Errorf("first arg %q, want the serve subcommand", args[0])
+		}
+		if strings.Contains(v, "keyPrefix") && !slices.Contains(args, "--redis-key-prefix=tg:") {
+			t.Errorf("args %q: the key prefix did not survive YAML", args)
+		}
+		for _, a := range args[1:] {
+			name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+			if !strings.HasPrefix(a, "--") || !flags[name] {
+				t.Errorf("values %s: arg %q is not a flag of tokengate serve", v, a)
+			}
+		}
+	}
+}
