@@ -87,7 +87,8 @@ func (s *Server) start(bin string) error {
 	s.cmd = cmd
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if reply, err := Do(s.Addr(), "PING"); err == nil && reply == "PONG" {
+		reply, err := Do(s.Addr(), "PING")
+		if err == nil && reply == "PONG" || err != nil && strings.HasPrefix(err.Error(), "NOAUTH") {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
