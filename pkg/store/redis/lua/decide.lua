@@ -90,7 +90,7 @@ local function load(key, it)
   end
   local s = {t = num(h[1]), f = num(h[2]), a = num(h[3])}
   local sp = {c = num(h[4]), n = num(h[5]), p = num(h[6])}
-  local sid = {r = h[7], i = h[8], v = h[9], s = num(h[10])}
+  local sid = {r = h[7], i = h[8], v = h[9], s = h[10]}
   local move, walk = false, false
   local c = deccmp(it.rev, sid.r)
   if c > 0 then
@@ -100,11 +100,11 @@ local function load(key, it)
       if deccmp(it.vid, sid.v) > 0 then move, walk = true, true end
     elseif sameparams(sp, it.p) then
       return {p = it.p, id = mine, s = refill(it.p, s, now)}
-    elseif cmp(it.at, sid.s) > 0 then
+    elseif cmp(it.at, num(sid.s)) > 0 then
       move = true
     end
   end
-  if not move then return {p = sp, id = sid, s = refill(sp, s, now)} end
+  if not move then return {p = sp, id = sid, s = refill(sp, s, now), keep = true} end
   local done = false
   if walk and it.chain ~= '' then
     local ch = chain(it.chain, it.at)
@@ -127,28 +127,30 @@ local function raise(at)
   if not forgot or cmp(at, forgot) > 0 then forgot = at end
 end
 
--- store writes a bucket's final state. With expiry the key lives exactly
--- until the bucket is full again; without (tests that drive time), keys
--- stay, and a new bucket that is full is not stored: its cursor is
--- reported so that the caller can start later new buckets no earlier.
-local function store(key, p, id, st, new)
+-- store writes a bucket's final state; ttl is the time until it is full.
+-- With expiry the key lives exactly that long; without (tests that drive
+-- time), keys stay, and a new bucket that is full is not stored: its
+-- cursor is reported so that the caller can start later new buckets no
+-- earlier. keep: parameters and version are those already stored.
+local function store(key, p, id, st, new, keep, ttl)
   if expire then
-    local ttl = untilfull(p, st, now)
     if iszero(ttl) then
       if not new then redis.call('DEL', key) end
       return
     end
-    redis.call('HSET', key, 't', str(st.t), 'f', str(st.f), 'a', str(st.a), 'c', str(p.c), 'n', str(p.n),
-      'p', str(p.p), 'r', id.r, 'i', id.i, 'v', id.v, 's', str(id.s))
-    redis.call('PEXPIRE', key, ms(ttl))
-    return
-  end
-  if new and cmp(st.t, p.c) >= 0 then
+  elseif new and cmp(st.t, p.c) >= 0 then
     raise(st.a)
     return
   end
-  redis.call('HSET', key, 't', str(st.t), 'f', str(st.f), 'a', str(st.a), 'c', str(p.c), 'n', str(p.n),
-    'p', str(p.p), 'r', id.r, 'i', id.i, 'v', id.v, 's', str(id.s))
+  if keep then
+    redis.call('HSET', key, 't', str(st.t), 'f', str(st.f), 'a', str(st.a))
+  else
+    local act = id.s
+    if type(act) == 'table' then act = str(act) end
+    redis.call('HSET', key, 't', str(st.t), 'f', str(st.f), 'a', str(st.a), 'c', str(p.c), 'n', str(p.n),
+      'p', str(p.p), 'r', id.r, 'i', id.i, 'v', id.v, 's', act)
+  end
+  if expire then redis.call('PEXPIRE', key, ms(ttl)) end
 end
 
 local function forgotstr()
@@ -166,7 +168,7 @@ if op == 's' then
     if h[1] then
       local s = {t = num(h[1]), f = num(h[2]), a = num(h[3])}
       local p = {c = num(h[4]), n = num(h[5]), p = num(h[6])}
-      local id = {r = h[7], i = h[8], v = h[9], s = num(h[10])}
+      local id = {r = h[7], i = h[8], v = h[9], s = h[10]}
       s = refill(p, s, now)
       local u, per = num(ARGV[b + 1]), num(ARGV[b + 2])
       if cmp(per, p.p) ~= 0 then u = divmod(mul(u, p.p), per) end
@@ -175,7 +177,7 @@ if op == 's' then
         redis.call('DEL', key)
         raise(s.a)
       else
-        store(key, p, id, s, false)
+        store(key, p, id, s, false, true, untilfull(p, s, now))
       end
     end
   end
@@ -228,19 +230,29 @@ for i = 1, nitems do
   end
   local ok, never, rem, retry
   w.cur, ok, never, rem, retry = decide(w.p, w.cur, now, it.cost)
-  res[i] = {ok = ok, never = never, rem = rem, retry = retry, reset = untilfull(w.p, w.cur, now), w = w}
+  res[i] = {ok = ok, never = never, rem = rem, retry = retry, after = w.cur, w = w}
   allowed = allowed and ok
+end
+
+-- resetr is a bucket's time until full should nothing be charged.
+local function resetr(w)
+  if not w.resetr then w.resetr = untilfull(w.p, w.s, now) end
+  return w.resetr
 end
 
 local parts = {allowed and '1' or '0'}
 for i = 1, nitems do
   local r = res[i]
-  local rem, reset = r.rem, r.reset
-  local remr, resetr = rem, untilfull(r.w.p, r.w.s, now)
+  local rem, reset = r.rem, nil
+  if allowed or op == 'r' then
+    reset = untilfull(r.w.p, r.after, now)
+    r.w.reseta = reset -- the last item's is the bucket's
+  end
+  local remr = rem
   if not r.never then remr = r.w.s.t end
-  if op == 'd' and not allowed then rem, reset = remr, resetr end
+  if op == 'd' and not allowed then rem, reset = remr, resetr(r.w) end
   local f = {r.ok and '1' or '0', r.never and '1' or '0', str(rem), str(r.retry), str(reset)}
-  if op == 'r' then f[6], f[7] = str(remr), str(resetr) end
+  if op == 'r' then f[6], f[7] = str(remr), str(resetr(r.w)) end
   parts[#parts + 1] = table.concat(f, ',')
 end
 local rec = table.concat(parts, '|')
@@ -251,21 +263,22 @@ local rec = table.concat(parts, '|')
 local settle = {}
 for k = 1, #order do
   local w = order[k]
-  local st = w.s
+  local st, ttl = w.s, nil
   if allowed then
-    st = w.cur
+    st, ttl = w.cur, w.reseta
     if op == 'r' then
       local ur, ua = units(w.p, w.s), units(w.p, w.cur)
       local c = cmp(ua, ur)
       if c > 0 then
-        st = w.s
+        st, ttl = w.s, nil
         settle[#settle + 1] = w.idx .. ',c,' .. str(sub(ua, ur)) .. ',' .. str(w.p.p) .. ',' .. (w.new and '1' or '0')
       elseif c < 0 then
         settle[#settle + 1] = w.idx .. ',u,' .. str(sub(ur, ua)) .. ',' .. str(w.p.p) .. ',' .. (w.new and '1' or '0')
       end
     end
   end
-  store(w.key, w.p, w.id, st, w.new)
+  if not ttl and expire then ttl = resetr(w) end
+  store(w.key, w.p, w.id, st, w.new, w.keep, ttl)
 end
 
 if op == 'd' and record then
