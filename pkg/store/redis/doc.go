@@ -52,6 +52,13 @@
 // tokens. (With RequestTime keys have no TTL and the store keeps the
 // forgotten cursor in the process, exactly like the memory store.)
 //
+// A TTL is worked out under the parameters the bucket was decided under.
+// When a reload then raises a rule's capacity with on_resize clamp, a key
+// that expires because it was full under the old capacity comes back full
+// under the new one, where the memory store would have clamped it to the
+// old capacity and refilled from there: the one way in which expiry is not
+// exactly "no information lost".
+//
 // # Versions across replicas
 //
 // bucket.Version IDs are numbered per process, so they do not order

@@ -180,3 +180,31 @@ func TestRollingUpdate(t *testing.T) {
 		t.Fatalf("an earlier activation at the same revision moved the bucket: %d left, want 7", res[0].Remaining)
 	}
 }
+
+// TestClockBehindCursor: a bucket whose cursor is ahead of Redis TIME (the
+// host's clock stepped back, or a failover to a host behind) gets no
+// tokens until TIME passes the cursor, and waits count from the cursor.
+func TestClockBehindCursor(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	s := newStore(t, c, Options{})
+	v := version(t, 1, 2, "1/s")
+	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 2})
+	key := s.bucketKey(tag("a"))
+	cursor, err := c.Do(context.Background(), c.B().Hget().Key(key).Field("a").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead, _ := strconv.ParseInt(cursor, 10, 64)
+	ahead += int64(10 * time.Second) // the clock is now 10s behind the cursor
+	if err := c.Do(context.Background(), c.B().Hset().Key(key).FieldValue().FieldValue("a", strconv.FormatInt(ahead, 10)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	out, res := decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
+	if out.Allowed || res[0].RetryAfter < int64(10*time.Second) || res[0].RetryAfter > int64(11*time.Second) {
+		t.Fatalf("clock 10s behind the cursor: %+v %+v, want a wait of about 11s", out, res[0])
+	}
+	if got, _ := c.Do(context.Background(), c.B().Hget().Key(key).Field("a").Build()).ToString(); got != strconv.FormatInt(ahead, 10) {
+		t.Fatalf("the cursor moved back: %s, was %d", got, ahead)
+	}
+}
