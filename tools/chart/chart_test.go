@@ -190,6 +190,7 @@ func TestRefuses(t *testing.T) {
 		{"a password neither file nor env", `{store: redis, redis: {addr: "r:6379", password: {as: stdin}}}`, "password/as"},
 		{"min above max", `{store: redis, redis: {addr: "r:6379"}, autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}}`, "minReplicas"},
 		{"a misspelt value", "replicas: 3", "replicas"},
+		{"a deny status that allows", "settings: {forwardAuthDenyStatus: 200}", "forwardAuthDenyStatus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(t, c, values(t, tc.values))
