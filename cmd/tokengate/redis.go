@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
@@ -91,8 +94,11 @@ type backend struct {
 	close func()
 }
 
-// openRedis connects to Redis and builds the Redis store, with the local
-// budget of on_store_error: local, both with their metrics on reg.
+// openRedis builds the Redis store, with the local budget of
+// on_store_error: local, both with their metrics on reg. When Redis cannot
+// be reached at start, tokengate serves anyway (not ready, every rule's
+// on_store_error answering) and keeps connecting in the background, so
+// that replicas started during an outage recover when Redis returns.
 func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*backend, error) {
 	r := s.Redis
 	password := r.Password
@@ -103,32 +109,124 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		}
 		password = strings.TrimRight(string(b), "\r\n")
 	}
-	client, err := redis.Dial(redis.Config{
-		Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
-		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("--store redis: %w", err)
-	}
-	st, err := redis.New(redis.Options{
-		Client: client, KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, ReplayWindow: s.ReplayWindow,
-		Registerer: reg, Logger: log,
-	})
-	if err != nil {
-		client.Close()
-		return nil, err
-	}
 	budget, err := local.New(local.Options{Share: r.LocalShare, Memory: memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk}})
 	if err != nil {
-		client.Close()
 		return nil, err
 	}
 	go budget.Run(ctx, s.JanitorInterval)
-	log.Info("redis store", slog.String("mode", string(client.Mode())), slog.Bool("cluster", st.Cluster()),
-		slog.Duration("timeout", r.Timeout), slog.Float64("local_share", r.LocalShare))
-	return &backend{
-		name: "redis", store: st, local: budget,
-		ready: func() error { return st.Ping(context.Background()) },
-		close: client.Close,
-	}, nil
+	cfg := redis.Config{
+		Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
+		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster,
+	}
+	connect := func() (*connected, error) {
+		client, err := redis.Dial(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("--store redis: %w", err)
+		}
+		st, err := redis.New(redis.Options{
+			Client: client, KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, ReplayWindow: s.ReplayWindow,
+			Registerer: reg, Logger: log,
+		})
+		if err != nil {
+			client.Close()
+			return nil, err
+		}
+		log.Info("redis store connected", slog.String("mode", string(client.Mode())), slog.Bool("cluster", st.Cluster()),
+			slog.Duration("timeout", r.Timeout), slog.Float64("local_share", r.LocalShare))
+		return &connected{st, client}, nil
+	}
+	lz := &lazyRedis{closed: make(chan struct{})}
+	c, err := connect()
+	if isConfigError(err) {
+		return nil, err
+	}
+	if err != nil {
+		log.Error("redis unreachable at start: serving with on_store_error, connecting in the background", slog.String("error", err.Error()))
+		go lz.connect(ctx, connect, log)
+	} else {
+		lz.c.Store(c)
+	}
+	return &backend{name: "redis", store: lz, local: budget, ready: lz.ready, close: lz.close}, nil
+}
+
+// isConfigError reports whether err is one no retry can fix: a bad URL or
+// settings, a wrong password, or an address that is not a Cluster.
+func isConfigError(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	for _, s := range []string{"URL", "no address", "is not a Redis Cluster", "WRONGPASS", "NOAUTH", "invalid password", "invalid username"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// lazyRedis is the Redis store once connected; until then it fails every
+// call with store.ErrUnavailable.
+type lazyRedis struct {
+	c      atomic.Pointer[connected]
+	closed chan struct{}
+	once   sync.Once
+}
+
+type connected struct {
+	st     *redis.Store
+	client rueidis.Client
+}
+
+var errNotConnected = fmt.Errorf("redis: %w: not connected yet", store.ErrUnavailable)
+
+func (l *lazyRedis) Decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
+	if c := l.c.Load(); c != nil {
+		return c.st.Decide(ctx, req, results)
+	}
+	return store.Outcome{}, errNotConnected
+}
+
+func (l *lazyRedis) ready() error {
+	if c := l.c.Load(); c != nil {
+		return c.st.Ping(context.Background())
+	}
+	return errNotConnected
+}
+
+// connect retries every second until it connects, ctx ends or the store
+// is closed.
+func (l *lazyRedis) connect(ctx context.Context, connect func() (*connected, error), log *slog.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for tries := 1; ; tries++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.closed:
+			return
+		case <-t.C:
+		}
+		c, err := connect()
+		if err == nil {
+			select {
+			case <-l.closed: // closed meanwhile: do not leak the client
+				c.client.Close()
+			default:
+				l.c.Store(c)
+			}
+			return
+		}
+		if tries%30 == 0 {
+			log.Warn("redis still unreachable", slog.Int("tries", tries), slog.String("error", err.Error()))
+		}
+	}
+}
+
+func (l *lazyRedis) close() {
+	l.once.Do(func() {
+		close(l.closed)
+		if c := l.c.Load(); c != nil {
+			c.client.Close()
+		}
+	})
 }

@@ -150,3 +150,25 @@ func TestRedisOutage(t *testing.T) {
 		t.Fatalf("no script reload counted after SCRIPT FLUSH (%s)", after)
 	}
 }
+
+// TestStartWithRedisDown: tokengate started while Redis is unreachable
+// serves anyway (not ready, on_store_error answering) and connects when
+// Redis comes up, without a restart.
+func TestStartWithRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	p := start(t, "--store", "redis", "--redis-addr", srv.Addr(), "--policy", writeFile(t, outagePolicy),
+		"--redis-timeout", "50ms", "--redis-dial-timeout", "200ms")
+	if r := p.ask(t, descriptor("tenant", "a")); r.OverallCode != over || header(r, "x-tokengate-degraded") == "" {
+		t.Fatalf("Redis down at start, on_store_error deny: %v", r)
+	}
+	if code, _ := p.get(t, "/readyz"); code != 503 {
+		t.Fatalf("/readyz with Redis down at start: %d", code)
+	}
+	srv.Restart()
+	eventually(t, "answers from Redis", func() bool {
+		r := p.ask(t, descriptor("tenant", "a"))
+		return r.OverallCode == ok && header(r, "x-tokengate-degraded") == ""
+	})
+	eventually(t, "/readyz 200", func() bool { code, _ := p.get(t, "/readyz"); return code == 200 })
+}
