@@ -2,7 +2,6 @@ package blackbox
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/tokengate/tokengate/test/tgproc"
 )
 
 const policyV1 = `revision: 1
@@ -42,19 +43,9 @@ const (
 	over = rlsv3.RateLimitResponse_OVER_LIMIT
 )
 
-func header(r *rlsv3.RateLimitResponse, key string) string {
-	for _, h := range r.ResponseHeadersToAdd {
-		if h.Key == key {
-			return h.Value
-		}
-	}
-	return ""
-}
-
-func startWithPolicy(t *testing.T, content string) (*proc, string) {
+func startWithPolicy(t *testing.T, content string) (*tgproc.Proc, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "policy.yaml")
-	writePolicy(t, path, content)
+	path := tgproc.PolicyFile(t, content)
 	return start(t, "--policy", path), path
 }
 
@@ -63,94 +54,94 @@ func TestDecisions(t *testing.T) {
 
 	t.Run("burst then refill", func(t *testing.T) {
 		for i := range 3 {
-			if r := p.ask(t, "edge", 0, descriptor("user_id", "alice")); r.OverallCode != ok || r.Statuses[0].LimitRemaining != uint32(2-i) {
+			if r := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "alice")); r.OverallCode != ok || r.Statuses[0].LimitRemaining != uint32(2-i) {
 				t.Fatalf("request %d of the burst: %v", i, r)
 			}
 		}
-		r := p.ask(t, "edge", 0, descriptor("user_id", "alice"))
-		if r.OverallCode != over || header(r, "retry-after") != "1" {
+		r := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "alice"))
+		if r.OverallCode != over || tgproc.Header(r, "retry-after") != "1" {
 			t.Fatalf("fourth request: %v", r)
 		}
 		time.Sleep(1100 * time.Millisecond)
-		if r := p.ask(t, "edge", 0, descriptor("user_id", "alice")); r.OverallCode != ok {
+		if r := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "alice")); r.OverallCode != ok {
 			t.Fatalf("after a second: %v", r)
 		}
 	})
 	t.Run("cost via hits_addend", func(t *testing.T) {
-		up := descriptor("user_id", "bob", "path", "/upload/x")
-		if r := p.ask(t, "edge", 4, up); r.Statuses[0].LimitRemaining != 6 {
+		up := tgproc.Descriptor("user_id", "bob", "path", "/upload/x")
+		if r := p.Ask(t, "edge", 4, up); r.Statuses[0].LimitRemaining != 6 {
 			t.Fatalf("request hits_addend 4: %v", r)
 		}
 		up.HitsAddend = wrapperspb.UInt64(5)
-		if r := p.ask(t, "edge", 4, up); r.Statuses[0].LimitRemaining != 1 {
+		if r := p.Ask(t, "edge", 4, up); r.Statuses[0].LimitRemaining != 1 {
 			t.Fatalf("descriptor hits_addend 5: %v", r)
 		}
 	})
 	t.Run("cost above max_cost and capacity", func(t *testing.T) {
-		up := descriptor("user_id", "carol", "path", "/upload/x")
+		up := tgproc.Descriptor("user_id", "carol", "path", "/upload/x")
 		up.HitsAddend = wrapperspb.UInt64(9)
-		r := p.ask(t, "edge", 0, up)
-		if r.OverallCode != over || !strings.Contains(header(r, "x-tokengate-reason"), "max_cost") || header(r, "retry-after") != "" {
+		r := p.Ask(t, "edge", 0, up)
+		if r.OverallCode != over || !strings.Contains(tgproc.Header(r, "x-tokengate-reason"), "max_cost") || tgproc.Header(r, "retry-after") != "" {
 			t.Fatalf("cost 9 > max_cost 8: %v", r)
 		}
-		if r := p.ask(t, "edge", 0, descriptor("user_id", "carol", "path", "/upload/x")); r.Statuses[0].LimitRemaining != 9 {
+		if r := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "carol", "path", "/upload/x")); r.Statuses[0].LimitRemaining != 9 {
 			t.Fatalf("the refused request charged: %v", r)
 		}
 	})
 	t.Run("all or nothing", func(t *testing.T) {
 		for range 3 {
-			p.ask(t, "edge", 0, descriptor("user_id", "dave"))
+			p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "dave"))
 		}
-		r := p.ask(t, "edge", 0, descriptor("user_id", "erin"), descriptor("user_id", "dave"))
+		r := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "erin"), tgproc.Descriptor("user_id", "dave"))
 		if r.OverallCode != over || r.Statuses[0].Code != ok || r.Statuses[1].Code != over {
 			t.Fatalf("one of two over: %v", r)
 		}
-		if r := p.ask(t, "edge", 0, descriptor("user_id", "erin")); r.Statuses[0].LimitRemaining != 2 {
+		if r := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "erin")); r.Statuses[0].LimitRemaining != 2 {
 			t.Fatalf("erin was charged by the refused request: %v", r)
 		}
 	})
 	t.Run("unknown domain", func(t *testing.T) {
 		for range 5 {
-			if r := p.ask(t, "nowhere", 0, descriptor("user_id", "frank")); r.OverallCode != ok {
+			if r := p.Ask(t, "nowhere", 0, tgproc.Descriptor("user_id", "frank")); r.OverallCode != ok {
 				t.Fatalf("unknown domain: %v", r)
 			}
 		}
 	})
 	t.Run("shadow", func(t *testing.T) {
 		for i := range 3 {
-			if r := p.ask(t, "edge", 0, descriptor("remote_address", "192.0.2.1")); r.OverallCode != ok {
+			if r := p.Ask(t, "edge", 0, tgproc.Descriptor("remote_address", "192.0.2.1")); r.OverallCode != ok {
 				t.Fatalf("shadow request %d: %v", i, r)
 			}
 		}
-		if v := p.metric(t, `tokengate_decisions_total{domain="edge",result="shadow_over_limit",rule="shadow-ip"}`); v != "2" {
+		if v := p.Metric(t, `tokengate_decisions_total{domain="edge",result="shadow_over_limit",rule="shadow-ip"}`); v != "2" {
 			t.Fatalf("shadow_over_limit = %q, want 2", v)
 		}
 	})
 	t.Run("request id replay", func(t *testing.T) {
-		id := descriptor("request_id", "retry-me")
-		a := p.ask(t, "edge", 0, descriptor("user_id", "gina"), id)
-		b := p.ask(t, "edge", 0, descriptor("user_id", "gina"), id)
+		id := tgproc.Descriptor("request_id", "retry-me")
+		a := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "gina"), id)
+		b := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "gina"), id)
 		if a.Statuses[0].LimitRemaining != 2 || b.Statuses[0].LimitRemaining != 2 {
 			t.Fatalf("replay: %v then %v", a, b)
 		}
-		if r := p.ask(t, "edge", 0, descriptor("user_id", "gina")); r.Statuses[0].LimitRemaining != 1 {
+		if r := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "gina")); r.Statuses[0].LimitRemaining != 1 {
 			t.Fatalf("the replay was charged: %v", r)
 		}
 	})
 	t.Run("bad request", func(t *testing.T) {
-		_, err := p.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge"})
+		_, err := p.RLS.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge"})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("no descriptors: %v", err)
 		}
 	})
 	t.Run("health and metrics", func(t *testing.T) {
-		if code, body := p.get(t, "/readyz"); code != 200 {
+		if code, body := p.Get(t, "/readyz"); code != 200 {
 			t.Fatalf("/readyz: %d %s", code, body)
 		}
-		if code, _ := p.get(t, "/healthz"); code != 200 {
+		if code, _ := p.Get(t, "/healthz"); code != 200 {
 			t.Fatalf("/healthz: %d", code)
 		}
-		h, err := healthpb.NewHealthClient(p.conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
+		h, err := healthpb.NewHealthClient(p.Conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
 		if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("gRPC health: %v %v", h, err)
 		}
@@ -159,11 +150,11 @@ func TestDecisions(t *testing.T) {
 			`tokengate_decisions_total{domain="edge",result="refused",rule="upload"}`:      "1",
 			`tokengate_policy_reloads_total{result="success"}`:                             "1",
 		} {
-			if got := p.metric(t, sample); got != want {
+			if got := p.Metric(t, sample); got != want {
 				t.Errorf("%s = %q, want %q", sample, got, want)
 			}
 		}
-		if p.metric(t, `tokengate_rpc_duration_seconds_count{code="OK",method="/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"}`) == "" {
+		if p.Metric(t, `tokengate_rpc_duration_seconds_count{code="OK",method="/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"}`) == "" {
 			t.Error("no RPC latency histogram")
 		}
 	})
@@ -171,27 +162,27 @@ func TestDecisions(t *testing.T) {
 
 func TestHotReload(t *testing.T) {
 	p, path := startWithPolicy(t, policyV1)
-	p.ask(t, "edge", 0, descriptor("user_id", "hank", "path", "/upload/a")) // 9 of 10 left
+	p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "hank", "path", "/upload/a")) // 9 of 10 left
 	// Capacity 10 -> 8 (clamp): the balance of 9 becomes 8.
-	writePolicy(t, path, strings.Replace(strings.Replace(policyV1, "revision: 1", "revision: 2", 1), "capacity: 10", "capacity: 8", 1))
-	eventually(t, "revision 2", func() bool {
-		return p.metric(t, `tokengate_policy_reloads_total{result="success"}`) == "2"
+	tgproc.WritePolicy(t, path, strings.Replace(strings.Replace(policyV1, "revision: 1", "revision: 2", 1), "capacity: 10", "capacity: 8", 1))
+	tgproc.Eventually(t, "revision 2", func() bool {
+		return p.Metric(t, `tokengate_policy_reloads_total{result="success"}`) == "2"
 	})
-	if _, body := p.get(t, "/debug/policy"); !strings.Contains(body, `"revision": 2`) {
+	if _, body := p.Get(t, "/debug/policy"); !strings.Contains(body, `"revision": 2`) {
 		t.Fatalf("/debug/policy after the reload: %s", body)
 	}
-	if r := p.ask(t, "edge", 0, descriptor("user_id", "hank", "path", "/upload/a")); r.Statuses[0].LimitRemaining != 7 {
+	if r := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "hank", "path", "/upload/a")); r.Statuses[0].LimitRemaining != 7 {
 		t.Fatalf("after capacity 10 -> 8: %v", r)
 	}
 	// An invalid file changes nothing.
-	writePolicy(t, path, policyV1+"    - name: broken\n      capacity: -1\n")
-	eventually(t, "the failed reload", func() bool {
-		return p.metric(t, `tokengate_policy_reloads_total{result="failure"}`) == "1"
+	tgproc.WritePolicy(t, path, policyV1+"    - name: broken\n      capacity: -1\n")
+	tgproc.Eventually(t, "the failed reload", func() bool {
+		return p.Metric(t, `tokengate_policy_reloads_total{result="failure"}`) == "1"
 	})
-	if _, body := p.get(t, "/debug/policy"); !strings.Contains(body, `"revision": 2`) {
+	if _, body := p.Get(t, "/debug/policy"); !strings.Contains(body, `"revision": 2`) {
 		t.Fatalf("an invalid reload replaced the policy: %s", body)
 	}
-	if r := p.ask(t, "edge", 0, descriptor("user_id", "hank", "path", "/upload/a")); r.Statuses[0].LimitRemaining != 6 {
+	if r := p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "hank", "path", "/upload/a")); r.Statuses[0].LimitRemaining != 6 {
 		t.Fatalf("after the invalid reload: %v", r)
 	}
 }
@@ -215,7 +206,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := p.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("user_id", string(rune('a'+w)))}})
+				_, err := p.RLS.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{tgproc.Descriptor("user_id", string(rune('a'+w)))}})
 				cancel()
 				switch status.Code(err) {
 				case codes.OK:
@@ -229,8 +220,8 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, "100 calls", func() bool { return okCalls.Load() >= 100 })
-	err := p.stop(t)
+	tgproc.Eventually(t, "100 calls", func() bool { return okCalls.Load() >= 100 })
+	err := p.Stop(t)
 	close(stop)
 	wg.Wait()
 	if err != nil {

@@ -170,10 +170,10 @@ func TestExtAuthz(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
-	if got := p.metric(t, `tokengate_front_door_requests_total{front_door="ext_authz",result="over_limit"}`); got != "2" {
+	if got := p.Metric(t, `tokengate_front_door_requests_total{front_door="ext_authz",result="over_limit"}`); got != "2" {
 		t.Errorf("ext_authz over_limit counted %q", got)
 	}
-	if got := p.metric(t, `tokengate_front_door_requests_total{front_door="ext_authz",result="refused"}`); got != "1" {
+	if got := p.Metric(t, `tokengate_front_door_requests_total{front_door="ext_authz",result="refused"}`); got != "1" {
 		t.Errorf("ext_authz refused counted %q", got)
 	}
 }
@@ -231,7 +231,7 @@ func TestForwardAuthIngresses(t *testing.T) {
 				pb.Status != deny || len(pb.Violated) != 1 || pb.Violated[0] != "uploads" {
 				t.Fatalf("second: %d %v %s", resp.StatusCode, resp.Header, body)
 			}
-			if got := p.metric(t, `tokengate_front_door_requests_total{front_door="forward_auth",result="over_limit"}`); got != "1" {
+			if got := p.Metric(t, `tokengate_front_door_requests_total{front_door="forward_auth",result="over_limit"}`); got != "1" {
 				t.Errorf("forward_auth over_limit counted %q", got)
 			}
 		})
@@ -303,11 +303,11 @@ func TestSharedLimits(t *testing.T) {
 		}
 	}
 	for door, want := range map[string]string{"ratelimit": "2", "ext_authz": "2", "forward_auth": "1"} {
-		if got := p.metric(t, `tokengate_front_door_requests_total{front_door="`+door+`",result="ok"}`); got != want {
+		if got := p.Metric(t, `tokengate_front_door_requests_total{front_door="`+door+`",result="ok"}`); got != want {
 			t.Errorf("%s ok counted %q, want %s", door, got, want)
 		}
 	}
-	if got := p.metric(t, `tokengate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`); got != "3" {
+	if got := p.Metric(t, `tokengate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`); got != "3" {
 		t.Errorf("per-user over_limit decisions %q, want 3", got)
 	}
 }
@@ -324,7 +324,8 @@ func TestDebugPolicyShowsFrontDoors(t *testing.T) {
 			} `json:"domains"`
 		} `json:"front_doors"`
 	}
-	if err := json.Unmarshal([]byte(p.get(t, "/debug/policy")), &v); err != nil {
+	_, body := p.Get(t, "/debug/policy")
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		t.Fatal(err)
 	}
 	fa := v.FrontDoors["forward_auth"]

@@ -49,7 +49,7 @@ func TestRedisOutage(t *testing.T) {
 	if r := p.ask(t, descriptor("tenant", "a")); r.OverallCode != ok || header(r, "x-tokengate-degraded") != "" {
 		t.Fatalf("healthy: %v", r)
 	}
-	if code, _ := p.get(t, "/readyz"); code != 200 {
+	if code, _ := p.Get(t, "/readyz"); code != 200 {
 		t.Fatalf("/readyz with Redis up: %d", code)
 	}
 
@@ -118,12 +118,12 @@ func TestRedisOutage(t *testing.T) {
 	if r := timed("local spent", "user_id", "u"); r.OverallCode != over || header(r, "retry-after") == "" {
 		t.Fatalf("on_store_error local past its share: %v", r)
 	}
-	eventually(t, "/readyz 503", func() bool { code, _ := p.get(t, "/readyz"); return code == 503 })
-	eventually(t, "the circuit to open", func() bool { return p.metric(t, "tokengate_redis_circuit_open") == "1" })
-	if n, _ := strconv.ParseFloat(p.metric(t, `tokengate_store_errors_total{store="redis"}`), 64); n < 1 {
+	eventually(t, "/readyz 503", func() bool { code, _ := p.Get(t, "/readyz"); return code == 503 })
+	eventually(t, "the circuit to open", func() bool { return p.Metric(t, "tokengate_redis_circuit_open") == "1" })
+	if n, _ := strconv.ParseFloat(p.Metric(t, `tokengate_store_errors_total{store="redis"}`), 64); n < 1 {
 		t.Fatalf("store errors not counted: %v", n)
 	}
-	if n, _ := strconv.ParseFloat(p.metric(t, `tokengate_store_fallbacks_total{mode="local"}`), 64); n < 6 {
+	if n, _ := strconv.ParseFloat(p.Metric(t, `tokengate_store_fallbacks_total{mode="local"}`), 64); n < 6 {
 		t.Fatalf("local fallbacks counted %v, want at least 6", n)
 	}
 
@@ -133,20 +133,20 @@ func TestRedisOutage(t *testing.T) {
 		r := p.ask(t, descriptor("user_id", "u"))
 		return r.OverallCode == ok && header(r, "x-tokengate-degraded") == ""
 	})
-	eventually(t, "/readyz 200", func() bool { code, _ := p.get(t, "/readyz"); return code == 200 })
-	if g := p.metric(t, "tokengate_redis_circuit_open"); g != "0" {
+	eventually(t, "/readyz 200", func() bool { code, _ := p.Get(t, "/readyz"); return code == 200 })
+	if g := p.Metric(t, "tokengate_redis_circuit_open"); g != "0" {
 		t.Fatalf("circuit gauge %q after recovery", g)
 	}
 
 	// SCRIPT FLUSH: the next call reloads the script.
-	reloads := p.metric(t, "tokengate_redis_script_reloads_total")
+	reloads := p.Metric(t, "tokengate_redis_script_reloads_total")
 	if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
 		t.Fatal(err)
 	}
 	if r := p.ask(t, descriptor("user_id", "u")); r.OverallCode != ok || header(r, "x-tokengate-degraded") != "" || r.Statuses[0].LimitRemaining != 8 {
 		t.Fatalf("after SCRIPT FLUSH: %v", r)
 	}
-	if after := p.metric(t, "tokengate_redis_script_reloads_total"); after == reloads {
+	if after := p.Metric(t, "tokengate_redis_script_reloads_total"); after == reloads {
 		t.Fatalf("no script reload counted after SCRIPT FLUSH (%s)", after)
 	}
 }
@@ -162,7 +162,7 @@ func TestStartWithRedisDown(t *testing.T) {
 	if r := p.ask(t, descriptor("tenant", "a")); r.OverallCode != over || header(r, "x-tokengate-degraded") == "" {
 		t.Fatalf("Redis down at start, on_store_error deny: %v", r)
 	}
-	if code, _ := p.get(t, "/readyz"); code != 503 {
+	if code, _ := p.Get(t, "/readyz"); code != 503 {
 		t.Fatalf("/readyz with Redis down at start: %d", code)
 	}
 	srv.Restart()
@@ -170,5 +170,5 @@ func TestStartWithRedisDown(t *testing.T) {
 		r := p.ask(t, descriptor("tenant", "a"))
 		return r.OverallCode == ok && header(r, "x-tokengate-degraded") == ""
 	})
-	eventually(t, "/readyz 200", func() bool { code, _ := p.get(t, "/readyz"); return code == 200 })
+	eventually(t, "/readyz 200", func() bool { code, _ := p.Get(t, "/readyz"); return code == 200 })
 }

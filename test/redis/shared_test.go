@@ -59,7 +59,7 @@ func hammer(t *testing.T, redisFlags ...string) {
 			defer wg.Done()
 			for time.Since(begin) < 1500*time.Millisecond {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				r, err := p.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge",
+				r, err := p.RLS.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge",
 					Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("user_id", "alice"), descriptor("route", "/r")}})
 				cancel()
 				if err != nil {

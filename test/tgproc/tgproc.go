@@ -1,0 +1,225 @@
+// Package tgproc runs the built tokengate binary for black-box tests: a
+// real process on free loopback ports, a real gRPC client, real files. The
+// test packages under test/ share it.
+package tgproc
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Main is a test package's TestMain: it builds tokengate (with the race
+// detector when race is set) into a temporary directory, stores its path in
+// *binary, runs the tests and removes the directory. It returns the exit
+// code.
+func Main(m *testing.M, binary *string, race bool) int {
+	dir, err := os.MkdirTemp("", "tokengate-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	*binary = filepath.Join(dir, "tokengate")
+	args := []string{"build", "-o", *binary}
+	if race {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/tokengate/tokengate/cmd/tokengate")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building tokengate:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// Proc is one running tokengate.
+type Proc struct {
+	GRPCAddr string
+	HTTPAddr string
+	Conn     *grpc.ClientConn
+	RLS      rlsv3.RateLimitServiceClient
+	cmd      *exec.Cmd
+	exited   chan error
+}
+
+// Start runs binary on free loopback ports with the extra flags, waits
+// until it serves, and stops it (SIGTERM, then SIGKILL) when the test ends.
+func Start(t *testing.T, binary string, flags ...string) *Proc {
+	t.Helper()
+	args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--log-format", "json", "--shutdown-timeout", "5s"}, flags...)
+	cmd := exec.Command(binary, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{cmd: cmd, exited: make(chan error, 1)}
+	serving := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ Msg, GRPC, HTTP string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+				p.GRPCAddr, p.HTTPAddr = line.GRPC, line.HTTP
+				close(serving)
+			}
+			t.Logf("tokengate: %s", sc.Text())
+		}
+		io.Copy(io.Discard, stderr)
+		p.exited <- cmd.Wait()
+	}()
+	select {
+	case <-serving:
+	case err := <-p.exited:
+		t.Fatalf("tokengate exited before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("tokengate did not serve within 30s")
+	}
+	p.Conn, err = grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.RLS = rlsv3.NewRateLimitServiceClient(p.Conn)
+	t.Cleanup(func() {
+		p.Conn.Close()
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(10 * time.Second):
+				p.cmd.Process.Kill()
+			}
+		}
+	})
+	return p
+}
+
+// Stop sends SIGTERM and returns the process's exit error.
+func (p *Proc) Stop(t *testing.T) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+		t.Fatal("tokengate did not exit within 20s of SIGTERM")
+		return nil
+	}
+}
+
+// Ask calls ShouldRateLimit and fails the test on an error.
+func (p *Proc) Ask(t *testing.T, domain string, hits uint32, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := p.RLS.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: domain, HitsAddend: hits, Descriptors: ds})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp
+}
+
+// Get fetches an HTTP path of the process and returns status and body.
+func (p *Proc) Get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.HTTPAddr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// Metric returns the value of one sample line of /metrics, e.g.
+// `tokengate_policy_reloads_total{result="failure"}`, or "" when absent.
+func (p *Proc) Metric(t *testing.T, sample string) string {
+	t.Helper()
+	_, body := p.Get(t, "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Descriptor builds a descriptor from key, value pairs.
+func Descriptor(kv ...string) *ratelimitv3.RateLimitDescriptor {
+	d := &ratelimitv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+// Header returns a response header tokengate asked Envoy to add, "" if none.
+func Header(r *rlsv3.RateLimitResponse, key string) string {
+	for _, h := range r.ResponseHeadersToAdd {
+		if strings.EqualFold(h.Key, key) {
+			return h.Value
+		}
+	}
+	return ""
+}
+
+// Eventually polls cond every 20ms for up to 15s.
+func Eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WritePolicy replaces path's content atomically (write, then rename), as
+// editors and Kubernetes do.
+func WritePolicy(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// PolicyFile writes content to policy.yaml in a new temporary directory and
+// returns its path.
+func PolicyFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	WritePolicy(t, path, content)
+	return path
+}
