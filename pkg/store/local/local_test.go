@@ -10,19 +10,6 @@ import (
 	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
 
-func params(t *testing.T, capacity int64, rate string) bucket.Params {
-	t.Helper()
-	r, err := bucket.ParseRate(rate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := bucket.NewParams(capacity, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestScale(t *testing.T) {
 	for _, tc := range []struct {
 		share        float64
@@ -42,8 +29,8 @@ func TestScale(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := s.scale(params(t, tc.capacity, tc.rate))
-		if got.Capacity() != tc.wantCapacity || got.Rate().String() != params(t, 1, tc.wantRate).Rate().String() {
+		got := s.scale(storetest.Params(t, tc.capacity, tc.rate))
+		if got.Capacity() != tc.wantCapacity || got.Rate().String() != storetest.Params(t, 1, tc.wantRate).Rate().String() {
 			t.Errorf("share %v of %d at %s: got %d at %s, want %d at %s", tc.share, tc.capacity, tc.rate,
 				got.Capacity(), got.Rate(), tc.wantCapacity, tc.wantRate)
 		}
@@ -72,11 +59,11 @@ func TestConformance(t *testing.T) {
 // 10), not as a fresh bucket.
 func TestFollowsLineage(t *testing.T) {
 	s, _ := New(Options{Share: 0.5})
-	v1 := bucket.NewVersion(1, params(t, 10, "1/h"), 0)
+	v1 := bucket.NewVersion(1, storetest.Params(t, 10, "1/h"), 0)
 	v1.Lineage().Publish(v1)
 	res := make([]store.Result, 1)
 	s.Decide(context.Background(), &store.Request{Items: []store.Item{{Key: "k", Version: v1, Cost: 4}}}, res)
-	v2 := v1.Next(2, params(t, 20, "1/h"), int64(time.Second), bucket.Scale)
+	v2 := v1.Next(2, storetest.Params(t, 20, "1/h"), int64(time.Second), bucket.Scale)
 	v2.Lineage().Publish(v2)
 	s.Decide(context.Background(), &store.Request{Now: int64(time.Second), Items: []store.Item{{Key: "k", Version: v2}}}, res)
 	if res[0].Remaining != 2 {

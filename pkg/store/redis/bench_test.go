@@ -9,6 +9,7 @@ import (
 
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
 
 // BenchmarkDecide measures decisions against a local redis-server:
@@ -19,7 +20,7 @@ func BenchmarkDecide(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newClient(b, srv.Addr())
 	s := newStore(b, c, Options{})
-	v := version(b, 1, 1_000_000_000, "1000000/s")
+	v := storetest.Version(b, 1, 1_000_000_000, "1000000/s")
 	for _, bc := range []struct {
 		name     string
 		items    int
@@ -103,7 +104,7 @@ func BenchmarkDecideCluster(b *testing.B) {
 	cl := redistest.StartCluster(b)
 	c := newClient(b, cl.Addrs()...)
 	s := newStore(b, c, Options{})
-	v := version(b, 1, 1_000_000_000, "1000000/s")
+	v := storetest.Version(b, 1, 1_000_000_000, "1000000/s")
 	for _, items := range []int{1, 3} {
 		b.Run(strconv.Itoa(items)+" buckets", func(b *testing.B) {
 			sum := func() (calls int64) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
 
 // TestBreaker: failures in a row open the circuit; while open no call is
@@ -58,7 +59,7 @@ func TestRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	s := newStore(t, c, Options{Timeout: 50 * time.Millisecond, Breaker: BreakerOptions{MinBackoff: time.Hour}})
-	v := version(t, 1, 10, "1/s")
+	v := storetest.Version(t, 1, 10, "1/s")
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
 	srv.Kill()
 	var err error
@@ -110,7 +111,7 @@ func TestCrossSlotRequestID(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	c := newClient(t, cl.Addrs()...)
 	s := newStore(t, c, Options{})
-	v := version(t, 1, 100, "1/h")
+	v := storetest.Version(t, 1, 100, "1/h")
 	items := []store.Item{{Key: "x", Version: v, Cost: 10}, {Key: "y", Version: v, Cost: 10}, {Key: "z", Version: v, Cost: 10}}
 	if len(bySlot([]string{tag("x"), tag("y"), tag("z")})) < 2 {
 		t.Fatal("test keys share a slot: pick others")

@@ -10,22 +10,8 @@ import (
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
-
-func version(t testing.TB, id uint64, capacity int64, rate string) *bucket.Version {
-	t.Helper()
-	r, err := bucket.ParseRate(rate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := bucket.NewParams(capacity, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := bucket.NewVersion(id, p, 0)
-	v.Lineage().Publish(v)
-	return v
-}
 
 func decide(t testing.TB, s *Store, now int64, items ...store.Item) (store.Outcome, []store.Result) {
 	t.Helper()
@@ -43,7 +29,7 @@ func TestTTLUntilFull(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	s := newStore(t, c, Options{})
-	v := version(t, 1, 10, "1/s")
+	v := storetest.Version(t, 1, 10, "1/s")
 	_, res := decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 4})
 	if res[0].Remaining != 6 || res[0].ResetAfter <= 3*int64(time.Second) || res[0].ResetAfter > 4*int64(time.Second) {
 		t.Fatalf("first charge: %+v", res[0])
@@ -61,7 +47,7 @@ func TestTTLUntilFull(t *testing.T) {
 		t.Fatal("a full bucket's key was kept")
 	}
 	// A fast bucket empties, expires when full, and comes back full.
-	fast := version(t, 2, 5, "1000/s")
+	fast := storetest.Version(t, 2, 5, "1000/s")
 	decide(t, s, 0, store.Item{Key: "b", Version: fast, Cost: 5})
 	deadline := time.Now().Add(2 * time.Second)
 	for {
@@ -85,7 +71,7 @@ func TestOneRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	s := newStore(t, c, Options{})
-	v := version(t, 1, 1000, "100/s")
+	v := storetest.Version(t, 1, 1000, "100/s")
 	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // loads the script
 	before := commandStats(t, srv.Addr())
 	const n = 200
@@ -137,7 +123,7 @@ func TestScriptFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	s := newStore(t, c, Options{})
-	v := version(t, 1, 10, "1/h")
+	v := storetest.Version(t, 1, 10, "1/h")
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 3})
 	before := commandStats(t, srv.Addr())["eval"]
 	if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
@@ -161,8 +147,8 @@ func TestRollingUpdate(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	oldReplica, newReplica := newStore(t, c, Options{}), newStore(t, c, Options{})
-	vOld := version(t, 1, 100, "1/h")
-	vNew := version(t, 1, 10, "1/h") // another process: its own IDs
+	vOld := storetest.Version(t, 1, 100, "1/h")
+	vNew := storetest.Version(t, 1, 10, "1/h") // another process: its own IDs
 	decide(t, oldReplica, 0, store.Item{Key: "a", Version: vOld, Cost: 50, Revision: 7})
 	_, res := decide(t, newReplica, 0, store.Item{Key: "a", Version: vNew, Cost: 1, Revision: 8})
 	if res[0].Remaining != 9 {
@@ -188,7 +174,7 @@ func TestClockBehindCursor(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	s := newStore(t, c, Options{})
-	v := version(t, 1, 2, "1/s")
+	v := storetest.Version(t, 1, 2, "1/s")
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 2})
 	key := s.bucketKey(tag("a"))
 	cursor, err := c.Do(context.Background(), c.B().Hget().Key(key).Field("a").Build()).ToString()

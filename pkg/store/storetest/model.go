@@ -95,7 +95,7 @@ func testModel(t *testing.T, newStore Factory) {
 				rate := rapid.SampledFrom([]string{"1/s", "3/s", "5/2s", "100/m"}).Draw(rt, "rate")
 				mode := bucket.ResizeMode(rapid.IntRange(0, 1).Draw(rt, "mode"))
 				stale[r] = rules[r]
-				rules[r] = rules[r].Next(nextID, params(t, capacity, rate), now, mode)
+				rules[r] = rules[r].Next(nextID, Params(t, capacity, rate), now, mode)
 				rules[r].Lineage().Publish(rules[r])
 				nextID++
 				continue

@@ -39,12 +39,14 @@ const sec = int64(time.Second)
 // rate, published as its lineage's current version.
 func Version(t testing.TB, id uint64, capacity int64, rate string) *bucket.Version {
 	t.Helper()
-	v := bucket.NewVersion(id, params(t, capacity, rate), 0)
+	v := bucket.NewVersion(id, Params(t, capacity, rate), 0)
 	v.Lineage().Publish(v)
 	return v
 }
 
-func params(t testing.TB, capacity int64, rate string) bucket.Params {
+// Params returns validated bucket parameters of a capacity and a rate such
+// as "10/s", failing the test on a bad value.
+func Params(t testing.TB, capacity int64, rate string) bucket.Params {
 	t.Helper()
 	r, err := bucket.ParseRate(rate)
 	if err != nil {
@@ -167,7 +169,7 @@ func testClockBackwards(t *testing.T, s store.Store) {
 func testVersions(t *testing.T, s store.Store) {
 	v1 := Version(t, 1, 100, "10/s")
 	call(t, s, 0, "", store.Item{Key: "a", Version: v1, Cost: 30})
-	v2 := v1.Next(2, params(t, 10, "10/s"), sec, bucket.Scale) // 80 at 1s -> 8
+	v2 := v1.Next(2, Params(t, 10, "10/s"), sec, bucket.Scale) // 80 at 1s -> 8
 	v2.Lineage().Publish(v2)
 	if _, res := call(t, s, sec, "", store.Item{Key: "a", Version: v2, Cost: 1}); res[0].Remaining != 7 {
 		t.Fatalf("100->10 scale with 80 held: %d left after 1, want 7", res[0].Remaining)

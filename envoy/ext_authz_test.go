@@ -1,25 +1,15 @@
-package frontdoor
+package envoy_test
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
-	"go.yaml.in/yaml/v3"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/tokengate/tokengate/pkg/policy"
 )
@@ -31,23 +21,11 @@ import (
 // header the ext_authz front door of config/examples/front-doors.yaml
 // reads, and names only domains that front door serves.
 func TestEnvoyExtAuthzExample(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "envoy", "ext_authz.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	js, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := new(bootstrapv3.Bootstrap)
-	if err := protojson.Unmarshal(js, b); err != nil {
+	if err := decodeProto(toJSON(t, yamlDocs(t, repoFile("envoy", "ext_authz.yaml"))[0]), b); err != nil {
 		t.Fatalf("not an Envoy bootstrap: %v", err)
 	}
-	types, err := validateAll(b)
+	types, err := validate(b)
 	if err != nil {
 		t.Fatalf("Envoy would refuse it:\n%v", err)
 	}
@@ -57,7 +35,7 @@ func TestEnvoyExtAuthzExample(t *testing.T) {
 		}
 	}
 
-	pdata, err := os.ReadFile(filepath.Join("..", "..", "config", "examples", "front-doors.yaml"))
+	pdata, err := os.ReadFile(repoFile("config", "examples", "front-doors.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,19 +50,19 @@ func TestEnvoyExtAuthzExample(t *testing.T) {
 		if c.GetName() != "tokengate" {
 			continue
 		}
-		opts := unpackAny[*upstreamhttpv3.HttpProtocolOptions](t, c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"])
+		opts := unpack[*upstreamhttpv3.HttpProtocolOptions](t, c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"])
 		sa := c.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
 		tokengate = opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil && sa.GetPortValue() == 8081
 	}
 	if !tokengate {
 		t.Error("no tokengate cluster speaking HTTP/2 to port 8081")
 	}
-	hcm := unpackAny[*hcmv3.HttpConnectionManager](t, b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig())
+	hcm := unpack[*hcmv3.HttpConnectionManager](t, b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig())
 	filters := hcm.GetHttpFilters()
 	if len(filters) < 2 || filters[0].GetName() != "envoy.filters.http.ext_authz" || filters[len(filters)-1].GetName() != "envoy.filters.http.router" {
 		t.Fatal("want the ext_authz filter first and the router last")
 	}
-	ea := unpackAny[*extauthzv3.ExtAuthz](t, filters[0].GetTypedConfig())
+	ea := unpack[*extauthzv3.ExtAuthz](t, filters[0].GetTypedConfig())
 	if ea.GetGrpcService().GetEnvoyGrpc().GetClusterName() != "tokengate" || ea.GetGrpcService().GetTimeout().AsDuration() <= 0 || ea.GetFailureModeAllow() {
 		t.Error("the filter must call the tokengate cluster with a timeout and fail closed")
 	}
@@ -107,7 +85,7 @@ func TestEnvoyExtAuthzExample(t *testing.T) {
 		for _, r := range vh.GetRoutes() {
 			domain := ""
 			if a := r.GetTypedPerFilterConfig()["envoy.filters.http.ext_authz"]; a != nil {
-				per := unpackAny[*extauthzv3.ExtAuthzPerRoute](t, a)
+				per := unpack[*extauthzv3.ExtAuthzPerRoute](t, a)
 				if per.GetDisabled() {
 					continue
 				}
@@ -118,62 +96,4 @@ func TestEnvoyExtAuthzExample(t *testing.T) {
 			}
 		}
 	}
-}
-
-func unpackAny[T proto.Message](t *testing.T, a *anypb.Any) T {
-	t.Helper()
-	m, err := a.UnmarshalNew()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, ok := m.(T)
-	if !ok {
-		t.Fatalf("%s is not a %T", a.GetTypeUrl(), v)
-	}
-	return v
-}
-
-// validateAll runs Envoy's protoc-gen-validate rules on m and on the
-// message inside every Any, at any depth (the rules stop at an Any), and
-// returns the type URL of every Any it opened.
-func validateAll(m proto.Message) ([]string, error) {
-	var errs []error
-	var types []string
-	var visit func(path string, m protoreflect.Message)
-	visit = func(path string, m protoreflect.Message) {
-		if a, ok := m.Interface().(*anypb.Any); ok {
-			inner, err := a.UnmarshalNew()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", path, err))
-				return
-			}
-			types = append(types, a.GetTypeUrl())
-			m = inner.ProtoReflect()
-			path += "(" + a.GetTypeUrl() + ")"
-		}
-		if v, ok := m.Interface().(interface{ ValidateAll() error }); ok {
-			if err := v.ValidateAll(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", path, err))
-			}
-		}
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			p := path + "." + string(fd.Name())
-			switch {
-			case fd.IsList() && fd.Message() != nil:
-				for i := range v.List().Len() {
-					visit(fmt.Sprintf("%s[%d]", p, i), v.List().Get(i).Message())
-				}
-			case fd.IsMap() && fd.MapValue().Message() != nil:
-				v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-					visit(fmt.Sprintf("%s[%s]", p, k.String()), mv.Message())
-					return true
-				})
-			case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
-				visit(p, v.Message())
-			}
-			return true
-		})
-	}
-	visit("bootstrap", m.ProtoReflect())
-	return types, errors.Join(errs...)
 }
