@@ -52,7 +52,7 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Buckets += len(sh.buckets)
+		st.Buckets += sh.buckets.n
 		for r := range sh.evicted {
 			st.Dropped[r] += sh.evicted[r]
 		}

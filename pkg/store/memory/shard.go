@@ -7,12 +7,13 @@ import (
 	"github.com/tokengate/tokengate/pkg/bucket"
 )
 
-// A shard maps key hashes to buckets, state and version inline in the map,
-// so a decision costs one map probe: on a large store every extra pointer
-// to follow is a cache and TLB miss, the largest cost there is.
+// A shard is a lock and a table of buckets (table.go): key hash, state and
+// version inline, so a decision costs one probe, and on a large store every
+// extra pointer to follow is a cache and TLB miss, the largest cost there is.
 type shard struct {
 	mu      sync.Mutex
-	buckets map[keyHash]slot
+	buckets table
+	rng     uint64 // xorshift state for eviction sampling
 	// forgot is the store-wide high-water mark of the cursors of buckets
 	// that were dropped or never stored (see Store.forgot).
 	forgot *atomic.Int64
@@ -23,11 +24,6 @@ type shard struct {
 	evicted   [numReasons]uint64
 
 	_ [64]byte // keep neighbouring shards' locks off this cache line
-}
-
-type slot struct {
-	s bucket.State
-	v *bucket.Version
 }
 
 // Reason says why a bucket left the store.
@@ -50,69 +46,83 @@ func (r Reason) String() string { return [...]string{"full", "removed", "idle"}[
 // when that is newer: a bucket never moves back) and refilled to now, and
 // whether it was stored; a new bucket is full, with its cursor no earlier
 // than any forgotten bucket's.
-func (sh *shard) load(h keyHash, v *bucket.Version, now int64) (*bucket.Version, bucket.State, bool) {
-	sl, ok := sh.buckets[h]
-	if !ok {
-		return v, v.Params.Full(max(now, sh.forgot.Load())), false
+func (sh *shard) load(h keyHash, v *bucket.Version, now int64) (*bucket.Version, bucket.State, *slot) {
+	sl := sh.buckets.find(h)
+	if sl == nil {
+		return v, v.Params.Full(max(now, sh.forgot.Load())), nil
 	}
 	if sl.v.ID > v.ID {
 		v = sl.v
 	}
-	return v, v.Params.Refill(v.Bring(sl.s, sl.v), now), true
+	return v, v.Params.Refill(v.Bring(sl.s, sl.v), now), sl
 }
 
 // put stores a bucket's final state. A new bucket that is full is not
 // stored at all (a full bucket is what a missing one means); only its cursor
 // is remembered, in forgot. A new bucket in a shard at its cap first evicts
 // another (never one of the request's own).
-func (sh *shard) put(h keyHash, stored bool, st bucket.State, v *bucket.Version, c commit) {
+// The slot of a stored bucket (from load) is only valid until the shard's
+// table next changes: put writes every stored bucket of a request before
+// inserting any new one.
+func (sh *shard) put(h keyHash, stored *slot, st bucket.State, v *bucket.Version, c commit) {
 	switch {
-	case stored:
+	case stored != nil:
+		stored.s, stored.v = st, v
 	case st.Tokens == v.Params.Capacity():
 		raise(sh.forgot, st.At)
-		return
-	case len(sh.buckets) >= c.limit:
-		sh.evictOne(c)
+	default:
+		if sh.buckets.n >= c.limit {
+			sh.evictOne(c)
+		}
+		sh.buckets.insert(h, st, v)
 	}
-	sh.buckets[h] = slot{st, v}
 }
 
-func (sh *shard) remove(h keyHash, sl slot, why Reason) {
-	raise(sh.forgot, sl.s.At)
-	delete(sh.buckets, h)
+func (sh *shard) remove(i uint64, why Reason) {
+	raise(sh.forgot, sh.buckets.slots[i].s.At)
+	sh.buckets.remove(i)
 	sh.evicted[why]++
 }
 
-// evictOne drops one of c.sample buckets (map iteration starts at a random
-// place): a removed or full one at no cost if there is one, else the least
-// recently refilled.
+// evictOne drops one of c.sample buckets that follow a random slot: a
+// removed or full one at no cost if there is one, else the least recently
+// refilled. The request's own buckets are never chosen.
 func (sh *shard) evictOne(c commit) {
-	var victim keyHash
-	var oldest slot
-	seen := 0
-	for h, sl := range sh.buckets {
-		if c.busy(h) {
+	slots := sh.buckets.slots
+	m := sh.buckets.mask()
+	victim, seen := -1, 0
+	for i, probes := sh.next()&m, 0; seen < c.sample && probes < len(slots); i, probes = (i+1)&m, probes+1 {
+		sl := &slots[i]
+		if sl.v == nil || c.busy(sl.h) {
 			continue
 		}
 		if why, ok := droppable(sl, c.now); ok {
-			sh.remove(h, sl, why)
+			sh.remove(i, why)
 			return
 		}
-		if seen == 0 || sl.s.At < oldest.s.At {
-			victim, oldest = h, sl
+		if victim < 0 || sl.s.At < slots[victim].s.At {
+			victim = int(i)
 		}
-		if seen++; seen == c.sample {
-			break
-		}
+		seen++
 	}
-	if seen > 0 {
-		sh.remove(victim, oldest, Idle)
+	if victim >= 0 {
+		sh.remove(uint64(victim), Idle)
 	}
+}
+
+// next steps the shard's xorshift64 generator (guarded by mu).
+func (sh *shard) next() uint64 {
+	x := sh.rng
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	sh.rng = x
+	return x
 }
 
 // droppable reports whether sl carries no information at now: its rule is
 // gone, or it is full under the rule's current version.
-func droppable(sl slot, now int64) (Reason, bool) {
+func droppable(sl *slot, now int64) (Reason, bool) {
 	lin := sl.v.Lineage()
 	if lin.Removed() {
 		return Removed, true
@@ -125,14 +135,20 @@ func droppable(sl slot, now int64) (Reason, bool) {
 	return Full, st.Tokens == cur.Params.Capacity()
 }
 
-// sweep drops every droppable bucket and returns how many it dropped.
+// sweep drops every droppable bucket and returns how many it dropped. After
+// a removal it looks at the same slot again: the removal may have shifted
+// another bucket into it.
 func (sh *shard) sweep(now int64) int {
 	n := 0
-	for h, sl := range sh.buckets {
-		if why, ok := droppable(sl, now); ok {
-			sh.remove(h, sl, why)
-			n++
+	for i := 0; i < len(sh.buckets.slots); {
+		if sl := &sh.buckets.slots[i]; sl.v != nil {
+			if why, ok := droppable(sl, now); ok {
+				sh.remove(uint64(i), why)
+				n++
+				continue
+			}
 		}
+		i++
 	}
 	return n
 }

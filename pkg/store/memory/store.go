@@ -91,7 +91,7 @@ func New(opts Options) *Store {
 	s.forgot.Store(math.MinInt64)
 	for i := range s.shards {
 		s.shards[i].forgot = &s.forgot
-		s.shards[i].buckets = make(map[keyHash]slot)
+		s.shards[i].rng = maphash.Comparable(s.seeds[0], i) | 1
 	}
 	return s
 }
@@ -102,7 +102,7 @@ type work struct {
 	shard    uint32
 	dupOf    int16           // index of the first item with the same key, or -1
 	last     int16           // for a first item: index of the last item with its key
-	stored   bool            // the bucket was in the store
+	stored   *slot           // the bucket's slot, nil for a new bucket
 	version  *bucket.Version // the version the bucket is decided under
 	refilled bucket.State    // brought forward and refilled, nothing charged
 	after    bucket.State    // after this item's decision
@@ -184,18 +184,22 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 }
 
 // write stores each bucket's final state: charged when the request is
-// allowed, only refilled when not.
+// allowed, only refilled when not. Stored buckets are written first, through
+// the slots load found; only then are new ones inserted, since an insert
+// may move the slots of its shard.
 func (s *Store) write(ws []work, allowed bool, now int64) {
-	for i := range ws {
-		w := &ws[i]
-		if w.dupOf >= 0 {
-			continue
+	for _, inserting := range [2]bool{false, true} {
+		for i := range ws {
+			w := &ws[i]
+			if w.dupOf >= 0 || (w.stored == nil) != inserting {
+				continue
+			}
+			final := w.refilled
+			if allowed {
+				final = ws[w.last].after
+			}
+			s.shards[w.shard].put(w.h, w.stored, final, w.version, s.commit(ws, now))
 		}
-		final := w.refilled
-		if allowed {
-			final = ws[w.last].after
-		}
-		s.shards[w.shard].put(w.h, w.stored, final, w.version, s.commit(ws, now))
 	}
 }
 
