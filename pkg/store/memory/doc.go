@@ -3,11 +3,12 @@
 //
 // # Design
 //
-// Buckets live in a power-of-two number of shards, each a mutex and a map
-// from bucket key hash (128 bits, seeded: see keyHash) to the bucket's state
-// and version, inline; the shard is picked by masking the hash. A request locks only the shards its buckets live in, in
-// ascending shard order, so requests on disjoint shards never wait for each
-// other and multi-bucket requests can never deadlock.
+// Buckets live in a power-of-two number of shards, each a mutex and an
+// open-addressing table (table.go) from the bucket's key hash (128 bits,
+// seeded: see keyHash) to its state and version, inline; the shard is
+// picked by masking the hash. A request locks only the shards its buckets
+// live in, in ascending shard order, so requests on disjoint shards never
+// wait for each other and multi-bucket requests can never deadlock.
 //
 // Memory is bounded. A bucket that is full carries no information (a fresh
 // bucket starts full), so it is never stored and may be dropped at any
