@@ -24,10 +24,7 @@ const (
 
 // respond builds the answer: one status per descriptor, in order.
 func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rlsv3.RateLimitResponse {
-	n := len(sc.descs)
-	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
-	durations := make([]durationpb.Duration, n)
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	resp, statuses, durations := newResponse(len(sc.descs))
 	var (
 		over, degraded bool
 		retry          int64 // the longest wait of an over-limit descriptor
@@ -36,7 +33,6 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 	for i := range sc.descs {
 		ds := &sc.descs[i]
 		st := &statuses[i]
-		resp.Statuses[i] = st
 		st.Code = rlsv3.RateLimitResponse_OK
 		switch {
 		case ds.isID:
@@ -128,6 +124,39 @@ func (sc *scratch) status(ds *desc, st *rlsv3.RateLimitResponse_DescriptorStatus
 	setDuration(d, ceilSeconds(r.RetryAfter)*1e9)
 	st.DurationUntilReset = d
 	return metrics.ResultOverLimit, ""
+}
+
+// smallResponse holds a whole response of up to 2 descriptors, so that the
+// common answer costs one allocation rather than four.
+type smallResponse struct {
+	resp      rlsv3.RateLimitResponse
+	ptrs      [2]*rlsv3.RateLimitResponse_DescriptorStatus
+	statuses  [2]rlsv3.RateLimitResponse_DescriptorStatus
+	durations [2]durationpb.Duration
+}
+
+// newResponse returns an OK response whose n statuses point into statuses,
+// and n durations for them to point at.
+func newResponse(n int) (*rlsv3.RateLimitResponse, []rlsv3.RateLimitResponse_DescriptorStatus, []durationpb.Duration) {
+	var (
+		resp      *rlsv3.RateLimitResponse
+		statuses  []rlsv3.RateLimitResponse_DescriptorStatus
+		durations []durationpb.Duration
+	)
+	if n <= len(smallResponse{}.ptrs) {
+		b := new(smallResponse)
+		resp, statuses, durations = &b.resp, b.statuses[:n], b.durations[:n]
+		resp.Statuses = b.ptrs[:n]
+	} else {
+		resp = new(rlsv3.RateLimitResponse)
+		statuses, durations = make([]rlsv3.RateLimitResponse_DescriptorStatus, n), make([]durationpb.Duration, n)
+		resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	for i := range statuses {
+		resp.Statuses[i] = &statuses[i]
+	}
+	return resp, statuses, durations
 }
 
 func setDuration(d *durationpb.Duration, ns int64) {

@@ -151,3 +151,25 @@ func TestLockWaitIsCounted(t *testing.T) {
 		t.Fatalf("a 20ms wait: %+v", st)
 	}
 }
+
+// TestSweepForgetsUnusedVersions: a shard refers to versions by number;
+// once no bucket uses a version the sweep forgets it, and the numbers of
+// the others stay right.
+func TestSweepForgetsUnusedVersions(t *testing.T) {
+	s := New(Options{Shards: 1})
+	vs := []*bucket.Version{storetest.Version(t, 1, 10, "1/h"), storetest.Version(t, 2, 10, "1/h"), storetest.Version(t, 3, 10, "1/h")}
+	for i, v := range vs {
+		decide(t, s, 0, "", store.Item{Key: strconv.Itoa(i), Version: v, Cost: 1 + int64(i)})
+	}
+	vs[0].Lineage().Remove()
+	s.Sweep(sec)
+	if n := len(s.shards[0].versions); n != 2 {
+		t.Fatalf("%d versions kept, want 2", n)
+	}
+	for i, v := range vs[1:] {
+		res := make([]store.Result, 1)
+		if _, err := s.Decide(context.Background(), &store.Request{Now: sec, Items: []store.Item{{Key: strconv.Itoa(i + 1), Version: v}}}, res); err != nil || res[0].Remaining != 10-2-int64(i) {
+			t.Fatalf("bucket %d after the sweep: %+v %v", i+1, res[0], err)
+		}
+	}
+}

@@ -13,7 +13,12 @@ import (
 type shard struct {
 	mu      sync.Mutex
 	buckets table
-	rng     uint64 // xorshift state for eviction sampling
+	// versions are the parameter versions the shard's buckets refer to:
+	// slot.ver n is versions[n-1]. Keeping them out of the slots keeps the
+	// tables free of pointers; sweep drops the ones no bucket uses.
+	versions []*bucket.Version
+	refs     map[*bucket.Version]uint32
+	rng      uint64 // xorshift state for eviction sampling
 	// forgot is the store-wide high-water mark of the cursors of buckets
 	// that were dropped or never stored (see Store.forgot).
 	forgot *atomic.Int64
@@ -51,10 +56,28 @@ func (sh *shard) load(h keyHash, v *bucket.Version, now int64) (*bucket.Version,
 	if sl == nil {
 		return v, v.Params.Full(max(now, sh.forgot.Load())), nil
 	}
-	if sl.v.ID > v.ID {
-		v = sl.v
+	from := sh.version(sl)
+	if from.ID > v.ID {
+		v = from
 	}
-	return v, v.Params.Refill(v.Bring(sl.s, sl.v), now), sl
+	return v, v.Params.Refill(v.Bring(sl.s, from), now), sl
+}
+
+// version is the parameter version of a stored bucket.
+func (sh *shard) version(sl *slot) *bucket.Version { return sh.versions[sl.ver-1] }
+
+// ref returns the shard's reference to v, adding v when it is new.
+func (sh *shard) ref(v *bucket.Version) uint32 {
+	if r, ok := sh.refs[v]; ok {
+		return r
+	}
+	if sh.refs == nil {
+		sh.refs = map[*bucket.Version]uint32{}
+	}
+	sh.versions = append(sh.versions, v)
+	r := uint32(len(sh.versions))
+	sh.refs[v] = r
+	return r
 }
 
 // put stores a bucket's final state. A new bucket that is full is not
@@ -67,14 +90,14 @@ func (sh *shard) load(h keyHash, v *bucket.Version, now int64) (*bucket.Version,
 func (sh *shard) put(h keyHash, stored *slot, st bucket.State, v *bucket.Version, c commit) {
 	switch {
 	case stored != nil:
-		stored.s, stored.v = st, v
+		stored.s, stored.ver = st, sh.ref(v)
 	case st.Tokens == v.Params.Capacity():
 		raise(sh.forgot, st.At)
 	default:
 		if sh.buckets.n >= c.limit {
 			sh.evictOne(c)
 		}
-		sh.buckets.insert(h, st, v)
+		sh.buckets.insert(h, st, sh.ref(v))
 	}
 }
 
@@ -93,10 +116,10 @@ func (sh *shard) evictOne(c commit) {
 	victim, seen := -1, 0
 	for i, probes := sh.next()&m, 0; seen < c.sample && probes < len(slots); i, probes = (i+1)&m, probes+1 {
 		sl := &slots[i]
-		if sl.v == nil || c.busy(sl.h) {
+		if sl.ver == 0 || c.busy(sl.h) {
 			continue
 		}
-		if why, ok := droppable(sl, c.now); ok {
+		if why, ok := sh.droppable(sl, c.now); ok {
 			sh.remove(i, why)
 			return
 		}
@@ -122,35 +145,58 @@ func (sh *shard) next() uint64 {
 
 // droppable reports whether sl carries no information at now: its rule is
 // gone, or it is full under the rule's current version.
-func droppable(sl *slot, now int64) (Reason, bool) {
-	lin := sl.v.Lineage()
+func (sh *shard) droppable(sl *slot, now int64) (Reason, bool) {
+	v := sh.version(sl)
+	lin := v.Lineage()
 	if lin.Removed() {
 		return Removed, true
 	}
 	cur := lin.Current()
-	if cur == nil || cur.ID < sl.v.ID {
-		cur = sl.v
+	if cur == nil || cur.ID < v.ID {
+		cur = v
 	}
-	st := cur.Params.Refill(cur.Bring(sl.s, sl.v), now)
+	st := cur.Params.Refill(cur.Bring(sl.s, v), now)
 	return Full, st.Tokens == cur.Params.Capacity()
 }
 
 // sweep drops every droppable bucket and returns how many it dropped. After
 // a removal it looks at the same slot again: the removal may have shifted
-// another bucket into it.
+// another bucket into it. Then it forgets the versions no bucket uses.
 func (sh *shard) sweep(now int64) int {
 	n := 0
+	used := make([]bool, len(sh.versions)+1)
 	for i := 0; i < len(sh.buckets.slots); {
-		if sl := &sh.buckets.slots[i]; sl.v != nil {
-			if why, ok := droppable(sl, now); ok {
+		if sl := &sh.buckets.slots[i]; sl.ver != 0 {
+			if why, ok := sh.droppable(sl, now); ok {
 				sh.remove(uint64(i), why)
 				n++
 				continue
 			}
+			used[sl.ver] = true
 		}
 		i++
 	}
+	sh.forgetVersions(used)
 	return n
+}
+
+// forgetVersions renumbers the versions that used marks and drops the rest.
+func (sh *shard) forgetVersions(used []bool) {
+	renumber := make([]uint32, len(used))
+	var kept []*bucket.Version
+	refs := map[*bucket.Version]uint32{}
+	for r, v := range sh.versions {
+		if used[r+1] {
+			kept = append(kept, v)
+			renumber[r+1] = uint32(len(kept))
+			refs[v] = uint32(len(kept))
+		}
+	}
+	for i := range sh.buckets.slots {
+		sl := &sh.buckets.slots[i]
+		sl.ver = renumber[sl.ver]
+	}
+	sh.versions, sh.refs = kept, refs
 }
 
 // raise sets m to max(m, v).

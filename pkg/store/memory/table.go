@@ -11,17 +11,19 @@ import "github.com/tokengate/tokengate/pkg/bucket"
 // (lookup, then assignment) and reach the value through its control words.
 // Deletion shifts the following run of the probe sequence back (no
 // tombstones), so lookups never slow down as buckets come and go. The table
-// grows at 3/4 full and never shrinks (the store's cap bounds it). It is
-// not safe for concurrent use: the shard's lock guards it.
+// grows at 3/4 full and never shrinks (the store's cap bounds it). Slots
+// hold no pointers (a bucket's version is a number, see shard.versions), so
+// the garbage collector never scans the tables, however many buckets they
+// hold. It is not safe for concurrent use: the shard's lock guards it.
 type table struct {
-	slots []slot // a slot with v == nil is empty
+	slots []slot // a slot with ver == 0 is empty
 	n     int
 }
 
 type slot struct {
-	h keyHash
-	s bucket.State
-	v *bucket.Version
+	h   keyHash
+	s   bucket.State
+	ver uint32 // the shard's reference to the bucket's version, 0 when empty
 }
 
 const minTableSize = 8
@@ -44,7 +46,7 @@ func (t *table) lookup(h keyHash) (uint64, bool) {
 	m := t.mask()
 	for i := h.b & m; ; i = (i + 1) & m {
 		switch sl := &t.slots[i]; {
-		case sl.v == nil:
+		case sl.ver == 0:
 			return 0, false
 		case sl.h == h:
 			return i, true
@@ -53,18 +55,18 @@ func (t *table) lookup(h keyHash) (uint64, bool) {
 }
 
 // insert stores a bucket whose hash is not in the table yet.
-func (t *table) insert(h keyHash, s bucket.State, v *bucket.Version) {
+func (t *table) insert(h keyHash, s bucket.State, ver uint32) {
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.grow()
 	}
-	t.place(slot{h, s, v})
+	t.place(slot{h, s, ver})
 	t.n++
 }
 
 func (t *table) place(sl slot) {
 	m := t.mask()
 	i := sl.h.b & m
-	for t.slots[i].v != nil {
+	for t.slots[i].ver != 0 {
 		i = (i + 1) & m
 	}
 	t.slots[i] = sl
@@ -74,7 +76,7 @@ func (t *table) grow() {
 	old := t.slots
 	t.slots = make([]slot, max(minTableSize, 2*len(old)))
 	for _, sl := range old {
-		if sl.v != nil {
+		if sl.ver != 0 {
 			t.place(sl)
 		}
 	}
@@ -84,7 +86,7 @@ func (t *table) grow() {
 // longer be found across the hole.
 func (t *table) remove(i uint64) {
 	m := t.mask()
-	for j := (i + 1) & m; t.slots[j].v != nil; j = (j + 1) & m {
+	for j := (i + 1) & m; t.slots[j].ver != 0; j = (j + 1) & m {
 		// The entry at j may fill the hole at i only if its home slot is
 		// not cyclically within (i, j].
 		home := t.slots[j].h.b & m

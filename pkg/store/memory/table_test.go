@@ -11,7 +11,6 @@ import (
 // remove while they scan, against a Go map. Hashes are drawn from a small
 // space so that probe runs collide and wrap around the table's end.
 func TestTableMatchesMap(t *testing.T) {
-	v := bucket.NewVersion(1, bucket.Params{}, 0)
 	rapid.Check(t, func(rt *rapid.T) {
 		var tb table
 		model := map[keyHash]int64{}
@@ -24,7 +23,7 @@ func TestTableMatchesMap(t *testing.T) {
 				h := hash()
 				if _, ok := model[h]; !ok {
 					tok := rapid.Int64().Draw(rt, "tokens")
-					tb.insert(h, bucket.State{Tokens: tok}, v)
+					tb.insert(h, bucket.State{Tokens: tok}, 1)
 					model[h] = tok
 				}
 			case 1:
@@ -44,7 +43,7 @@ func TestTableMatchesMap(t *testing.T) {
 				// A sweep that removes every entry with an odd b, staying on
 				// an index after removing (an entry may have moved there).
 				for i := 0; i < len(tb.slots); {
-					if sl := tb.slots[i]; sl.v != nil && sl.h.b%2 == 1 {
+					if sl := tb.slots[i]; sl.ver != 0 && sl.h.b%2 == 1 {
 						tb.remove(uint64(i))
 						delete(model, sl.h)
 						continue
