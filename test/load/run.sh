@@ -22,6 +22,7 @@ ROUNDS=${ROUNDS:-2}
 CONCURRENCY=${CONCURRENCY:-64}
 CONNECTIONS=${CONNECTIONS:-4}
 TG_PORT=${TG_PORT:-18181}
+TG_HTTP_PORT=${TG_HTTP_PORT:-18180}
 NOOP_PORT=${NOOP_PORT:-18281}
 
 work=$(mktemp -d)
@@ -38,7 +39,7 @@ go build -o "$work/tokengate" ./cmd/tokengate
 go build -o "$work/noop" ./test/load/noop
 
 taskset -c 0 "$work/tokengate" --policy test/load/policy.yaml --log-level warn \
-	--grpc-addr "127.0.0.1:$TG_PORT" --http-addr 127.0.0.1:0 2>"$work/tokengate.log" &
+	--grpc-addr "127.0.0.1:$TG_PORT" --http-addr "127.0.0.1:$TG_HTTP_PORT" 2>"$work/tokengate.log" &
 tg_pid=$!
 pids+=("$tg_pid")
 taskset -c 0 "$work/noop" -addr "127.0.0.1:$NOOP_PORT" 2>"$work/noop.log" &
@@ -72,13 +73,15 @@ r = json.load(open(sys.argv[1]))
 name, ticks, hz = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 lat = {d["percentage"]: d["latency"] / 1e6 for d in r.get("latencyDistribution") or []}
 # ghz closes its connections when DURATION ends, failing the calls still in
-# flight on the client side ("use of closed network connection"); those are
-# not answers of the server and are not counted as errors.
+# flight on the client side ("use of closed network connection", "the client
+# connection is closing"); those are not answers of the server and are not
+# counted as errors.
 errs = r.get("errorDistribution") or {}
-errors = sum(n for e, n in errs.items() if "use of closed network connection" not in e)
-for e, n in errs.items():
-    if "use of closed network connection" not in e:
-        print(f"{name}: {n} x {e}", file=sys.stderr)
+cut = ("use of closed network connection", "the client connection is closing")
+server = {e: n for e, n in errs.items() if not any(c in e for c in cut)}
+errors = sum(server.values())
+for e, n in server.items():
+    print(f"{name}: {n} x {e}", file=sys.stderr)
 cpu_us = ticks / hz / max(r["count"], 1) * 1e6
 print(f'{name} {r["rps"]:.0f} {lat.get(50, 0):.3f} {lat.get(99, 0):.3f} {cpu_us:.2f} {errors}')
 PY
@@ -101,7 +104,9 @@ done
 half=$(awk '$1=="tokengate-100k"{if($2>m)m=$2}END{print int(m/2)}' "$work/results")
 CONCURRENCY=${HALF_CONCURRENCY:-8}
 ghz_run "noop-100k@half" "$NOOP_PORT" "$noop_pid" "$many" --rps "$half"
+before=$(curl -s "http://127.0.0.1:$TG_HTTP_PORT/metrics")
 ghz_run "tokengate-100k@half" "$TG_PORT" "$tg_pid" "$many" --rps "$half"
+after=$(curl -s "http://127.0.0.1:$TG_HTTP_PORT/metrics")
 
 python3 - "$work/results" <<'PY'
 import sys, collections
@@ -121,4 +126,27 @@ for case in ("hot", "100k"):
 for name in ("noop-100k@half", "tokengate-100k@half"):
     h = runs[name][0]
     print(f"| {name} ({h[0]:.0f} req/s, half of tokengate's best) | 1 | {h[0]:.0f} | {h[1]:.3f} | {h[2]:.3f} | {h[3]:.2f} | {h[4]} | |")
+PY
+
+# The server's own view of the half-rate run: tokengate_rpc_duration_seconds
+# (handler time, without the network and ghz), from the scrape before and
+# after it.
+python3 - <(echo "$before") <(echo "$after") <<'PY'
+import re, sys
+def buckets(path):
+    out = {}
+    for line in open(path):
+        m = re.match(r'tokengate_rpc_duration_seconds_bucket\{(.*)\} (\S+)$', line.strip())
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("code") == "OK" and labels.get("method", "").endswith("/ShouldRateLimit"):
+            out[labels["le"]] = float(m.group(2))
+    return out
+b, a = buckets(sys.argv[1]), buckets(sys.argv[2])
+delta = sorted(((float("inf") if le == "+Inf" else float(le), a[le] - b.get(le, 0)) for le in a), key=lambda x: x[0])
+total = delta[-1][1]
+for q in (0.5, 0.99):
+    le = next(le for le, n in delta if n >= q * total)
+    print(f"server-side p{int(q*100)} of the half-rate run: <= {le*1e3:g} ms ({total:.0f} RPCs)")
 PY
