@@ -225,8 +225,10 @@ func (w *Watcher) Reload() error {
 		w.refused(cur, err)
 		return err
 	}
-	w.current.Store(p)
+	// Publish the new versions before serving them, so that nothing reading
+	// a lineage's current version (the store's janitor) lags the policy.
 	p.Activate()
+	w.current.Store(p)
 	w.loaded(cur, p)
 	return nil
 }

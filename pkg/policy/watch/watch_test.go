@@ -167,6 +167,9 @@ func TestInPlaceWrite(t *testing.T) {
 	write(t, path, policyFile(1)) // same content: no reload
 	write(t, path, policyFile(2))
 	f.waitRevision(t, 2)
+	// The hook runs just after the swap: wait for it, then check nothing
+	// else was loaded (the rewrite of the same content reloads nothing).
+	waitFor(t, "the hook of revision 2", func() bool { return strings.HasSuffix(f.successes(), "2") })
 	if got := f.successes(); got != "1,2" {
 		t.Fatalf("revisions loaded: %s", got)
 	}
