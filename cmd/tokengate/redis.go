@@ -30,6 +30,7 @@ type redisSettings struct {
 	URL            string
 	Password       string
 	PasswordFile   string
+	CAFile         string
 	DB             int
 	PoolSize       int
 	Timeout        time.Duration
@@ -42,6 +43,7 @@ type redisSettings struct {
 
 func addRedisFlags(fs *pflag.FlagSet) {
 	fs.String("redis-url", "", "Redis URL, overrides --redis-addr: redis://[user:pass@]host:port[/db], rediss:// for TLS")
+	fs.String("redis-ca-file", "", "PEM file of the CAs that sign Redis's TLS certificate; turns TLS on")
 	fs.String("redis-password-file", "", "file holding the Redis password (or set TOKENGATE_REDIS_PASSWORD)")
 	fs.Int("redis-db", 0, "Redis database number (not with --redis-cluster)")
 	fs.Int("redis-pool-size", 0, "connections per Redis node, a power of two; commands are pipelined over them (0: 4, 1 per cluster node)")
@@ -58,6 +60,7 @@ func readRedisSettings(v *viper.Viper) redisSettings {
 		URL:            v.GetString("redis-url"),
 		Password:       v.GetString("redis-password"),
 		PasswordFile:   v.GetString("redis-password-file"),
+		CAFile:         v.GetString("redis-ca-file"),
 		DB:             v.GetInt("redis-db"),
 		PoolSize:       v.GetInt("redis-pool-size"),
 		Timeout:        v.GetDuration("redis-timeout"),
@@ -116,7 +119,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	go budget.Run(ctx, s.JanitorInterval)
 	cfg := redis.Config{
 		Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
-		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster,
+		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster, CAFile: r.CAFile,
 	}
 	connect := func() (*connected, error) {
 		client, err := redis.Dial(cfg)

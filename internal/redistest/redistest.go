@@ -26,6 +26,7 @@ type Server struct {
 	t    testing.TB
 	Port int
 	dir  string
+	pre  []string // arguments before --port (a config file)
 	args []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -52,9 +53,32 @@ func Binary(t testing.TB) string {
 // (e.g. "--requirepass", "secret"); it is stopped when the test ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	bin := Binary(t)
 	s := &Server{t: t, dir: t.TempDir()}
 	s.args = append([]string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.dir}, extra...)
+	s.run()
+	return s
+}
+
+// StartSentinel starts a Sentinel on a free port that monitors master under
+// the name name; it is stopped when the test ends.
+func StartSentinel(t testing.TB, name string, master *Server) *Server {
+	t.Helper()
+	s := &Server{t: t, dir: t.TempDir()}
+	conf := filepath.Join(s.dir, "sentinel.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "bind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\n", name, master.Port), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.pre = []string{conf, "--sentinel"}
+	s.run()
+	return s
+}
+
+// run starts s on a free port, trying a few ports, and stops it when the
+// test ends.
+func (s *Server) run() {
+	t := s.t
+	t.Helper()
+	bin := Binary(t)
 	for try := 0; ; try++ {
 		s.Port = freePort(t, false)
 		err := s.start(bin)
@@ -66,13 +90,12 @@ func Start(t testing.TB, extra ...string) *Server {
 		}
 	}
 	t.Cleanup(s.Stop)
-	return s
 }
 
 func (s *Server) start(bin string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	args := append([]string{"--port", strconv.Itoa(s.Port)}, s.args...)
+	args := append(append(append([]string(nil), s.pre...), "--port", strconv.Itoa(s.Port)), s.args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.dir
 	log, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
