@@ -10,8 +10,8 @@
 #   bash test/frontdoor/bench.sh                 # 10 s per case
 #   DURATION=5 bash test/frontdoor/bench.sh
 #
-# Needs wrk (apt-get install -y wrk) and ghz v0.120.0 (installed with
-# go install if absent). Only 127.0.0.1 is used; every run lasts DURATION.
+# Needs wrk (apt-get install -y wrk); installs the pinned ghz
+# (test/load/lib.sh). Only 127.0.0.1 is used; every run lasts DURATION.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -20,23 +20,10 @@ CONCURRENCY=${CONCURRENCY:-64}
 CONNECTIONS=${CONNECTIONS:-4}
 GRPC_PORT=${GRPC_PORT:-18191}
 HTTP_PORT=${HTTP_PORT:-18190}
-GHZ_VERSION=v0.120.0
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
+. test/load/lib.sh
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 1; }
-ghz=$(command -v ghz || true)
-if [ -z "$ghz" ]; then
-	GOBIN="$work/bin" GOFLAGS=-mod=mod go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION"
-	ghz="$work/bin/ghz"
-fi
+install_ghz
 go build -o "$work/tokengate" ./cmd/tokengate
 
 cat >"$work/policy.yaml" <<'EOF'
@@ -65,15 +52,7 @@ taskset -c 0 "$work/tokengate" --policy "$work/policy.yaml" --log-level warn \
 	--grpc-addr "127.0.0.1:$GRPC_PORT" --http-addr "127.0.0.1:$HTTP_PORT" 2>"$work/tokengate.log" &
 tg=$!
 pids+=("$tg")
-for port in "$GRPC_PORT" "$HTTP_PORT"; do
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-		sleep 0.1
-	done
-done
-
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-hz=$(getconf CLK_TCK)
+wait_ports "$GRPC_PORT" "$HTTP_PORT"
 
 # The headers Traefik sends, with the user id fixed (hot) or one of 100k.
 cat >"$work/hot.lua" <<'EOF'

@@ -16,7 +16,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-GHZ_VERSION=v0.120.0
 DURATION=${DURATION:-10s}
 ROUNDS=${ROUNDS:-2}
 CONCURRENCY=${CONCURRENCY:-64}
@@ -25,16 +24,8 @@ TG_PORT=${TG_PORT:-18181}
 TG_HTTP_PORT=${TG_HTTP_PORT:-18180}
 NOOP_PORT=${NOOP_PORT:-18281}
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-GOBIN="$work/bin" GOFLAGS=-mod=mod go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION"
+. test/load/lib.sh
+install_ghz
 go build -o "$work/tokengate" ./cmd/tokengate
 go build -o "$work/noop" ./test/load/noop
 
@@ -45,15 +36,7 @@ pids+=("$tg_pid")
 taskset -c 0 "$work/noop" -addr "127.0.0.1:$NOOP_PORT" 2>"$work/noop.log" &
 noop_pid=$!
 pids+=("$noop_pid")
-for port in "$TG_PORT" "$NOOP_PORT"; do
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-		sleep 0.1
-	done
-done
-
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-hz=$(getconf CLK_TCK)
+wait_ports "$TG_PORT" "$NOOP_PORT"
 
 # ghz_run NAME PORT PID DATA [extra ghz flags...]: one bounded run; appends
 # "name rps p50_ms p99_ms cpu_us_per_req errors" to $work/results.
@@ -62,7 +45,7 @@ ghz_run() {
 	shift 4
 	local t0 t1
 	t0=$(ticks "$pid")
-	taskset -c 1 "$work/bin/ghz" --insecure \
+	taskset -c 1 "$ghz" --insecure \
 		--call envoy.service.ratelimit.v3.RateLimitService.ShouldRateLimit \
 		-c "$CONCURRENCY" --connections "$CONNECTIONS" -z "$DURATION" \
 		-d "$data" -O json "$@" "127.0.0.1:$port" >"$work/out.json"
