@@ -44,6 +44,9 @@ type shapeIndex struct {
 	// (a prefix of length n).
 	cut      []int
 	byValues map[uint64][]int // valuesHash -> indexes into rules, in file order
+	// first is the index of the shape's earliest rule. Shapes are made in
+	// file order, so a group's shapes are in increasing order of first.
+	first int
 }
 
 func newDomain(rules []*Rule) *domain {
@@ -72,7 +75,7 @@ func (d *domain) add(r *Rule) {
 	x := slices.IndexFunc(g.shapes, func(s shapeIndex) bool { return slices.Equal(s.cut, cut) })
 	if x < 0 {
 		x = len(g.shapes)
-		g.shapes = append(g.shapes, shapeIndex{cut: cut, byValues: make(map[uint64][]int)})
+		g.shapes = append(g.shapes, shapeIndex{cut: cut, byValues: make(map[uint64][]int), first: len(g.rules)})
 	}
 	// The rule's own values are as long as the cut, so they always hash.
 	h, _ := valuesHash(d.seed, values, cut)
@@ -128,6 +131,9 @@ func (g *group) hasKeys(entries []Entry) bool {
 func (g *group) match(seed maphash.Seed, entries []Entry) *Rule {
 	first := len(g.rules)
 	for _, s := range g.shapes {
+		if s.first >= first {
+			break // this shape and the later ones have no earlier rule
+		}
 		h, ok := valuesHash(seed, entries, s.cut)
 		if !ok {
 			continue
@@ -162,8 +168,6 @@ func (r *Rule) valuesMatch(entries []Entry) bool {
 // mix folds one string hash into an order-sensitive running hash.
 func mix(h, x uint64) uint64 { return (h ^ x) * 0x9e3779b97f4a7c15 }
 
-// valuesHash hashes the entries' values cut to a shape; ok is false when a
-// value is shorter than its prefix, so no rule of the shape can match.
 func valuesHash(seed maphash.Seed, entries []Entry, cut []int) (h uint64, ok bool) {
 	h = uint64(len(cut))
 	for i, c := range cut {
