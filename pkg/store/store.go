@@ -5,7 +5,9 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"strconv"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
 )
@@ -83,4 +85,23 @@ type Store interface {
 	// same key are one bucket, charged in order. An error means nothing
 	// was decided or charged.
 	Decide(ctx context.Context, req *Request, results []Result) (Outcome, error)
+}
+
+// Fingerprint identifies what a request asks for, its keys and costs in
+// order, the same in every process: a repeat of a request id is replayed
+// only when its fingerprint is the first one's (MaxReplays).
+func Fingerprint(items []Item) [16]byte {
+	h := sha256.New()
+	var b []byte
+	for _, it := range items {
+		b = strconv.AppendInt(b[:0], int64(len(it.Key)), 10)
+		b = append(b, ':')
+		b = append(b, it.Key...)
+		b = strconv.AppendInt(b, it.Cost, 10)
+		b = append(b, ';')
+		h.Write(b)
+	}
+	var fp [16]byte
+	copy(fp[:], h.Sum(nil))
+	return fp
 }

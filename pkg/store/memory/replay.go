@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"encoding/binary"
 	"hash/maphash"
 	"strings"
 	"sync"
@@ -35,8 +34,8 @@ type replayShard struct {
 
 type answer struct {
 	id      string
-	fp      uint64 // fingerprint of the items asked: keys and costs
-	left    int    // replays left
+	fp      [16]byte // store.Fingerprint of the items asked
+	left    int      // replays left
 	expires int64
 	outcome store.Outcome
 	results []store.Result
@@ -61,7 +60,7 @@ func (r *replays) do(req *store.Request, results []store.Result, decide func(*st
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.expire(req.Now)
-	fp := r.fingerprint(req.Items)
+	fp := store.Fingerprint(req.Items)
 	if a, ok := sh.byID[req.ID]; ok {
 		if a.fp != fp || a.left == 0 {
 			sh.refused++
@@ -85,20 +84,6 @@ func (r *replays) do(req *store.Request, results []store.Result, decide func(*st
 	sh.n++
 	sh.byID[a.id] = a
 	return out
-}
-
-// fingerprint hashes the keys and costs of items, in order.
-func (r *replays) fingerprint(items []store.Item) uint64 {
-	var h maphash.Hash
-	h.SetSeed(r.seed)
-	var cost [8]byte
-	for _, it := range items {
-		maphash.WriteComparable(&h, len(it.Key))
-		h.WriteString(it.Key)
-		binary.LittleEndian.PutUint64(cost[:], uint64(it.Cost))
-		h.Write(cost[:])
-	}
-	return h.Sum64()
 }
 
 // expire forgets ids whose window has ended by now.

@@ -146,20 +146,10 @@ func (s *Store) header(args []string, op string, req *store.Request, idMode stri
 
 var maxReplays = strconv.Itoa(store.MaxReplays)
 
-// fingerprint identifies what a request with an id asks for: its keys and
-// costs, in order. A repeat of the id is replayed only when it matches.
+// fingerprint is store.Fingerprint as the script compares it.
 func fingerprint(items []store.Item) string {
-	h := sha256.New()
-	var b []byte
-	for _, it := range items {
-		b = strconv.AppendInt(b[:0], int64(len(it.Key)), 10)
-		b = append(b, ':')
-		b = append(b, it.Key...)
-		b = strconv.AppendInt(b, it.Cost, 10)
-		b = append(b, ';')
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	fp := store.Fingerprint(items)
+	return hex.EncodeToString(fp[:])
 }
 
 // item appends an item's arguments.
