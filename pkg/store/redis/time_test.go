@@ -86,12 +86,17 @@ func TestOneRoundTrip(t *testing.T) {
 	// Commands the script runs inside Redis are counted too; what the
 	// client sent is everything else (and the INFO of commandStats).
 	inner := map[string]bool{"time": true, "hmget": true, "hset": true, "pexpire": true, "del": true, "hincrby": true, "info": true}
+	// The client may open another pipelined connection while the requests
+	// run; its handshake is per connection, not per decision, and bounded.
+	handshake := map[string]bool{"hello": true, "client|setinfo": true, "client|tracking": true, "select": true, "auth": true, "ping": true}
 	for cmd, calls := range after {
 		d := calls - before[cmd]
 		switch {
 		case cmd == "evalsha" && d != n:
 			t.Errorf("%d EVALSHA for %d decisions, want exactly one each", d, n)
-		case cmd != "evalsha" && !inner[cmd] && d != 0:
+		case handshake[cmd] && d > 8:
+			t.Errorf("%d %s calls: more connections opened than the pool holds", d, cmd)
+		case cmd != "evalsha" && !inner[cmd] && !handshake[cmd] && d != 0:
 			t.Errorf("%d %s calls: a decision sent more than its EVALSHA", d, cmd)
 		}
 	}
