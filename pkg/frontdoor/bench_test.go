@@ -4,28 +4,19 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"testing"
 )
 
-const benchPolicy = `domains:
-  load:
-    - name: per-user
-      match: [{key: user_id}]
-      capacity: 1000000000
-      refill: 1000000000/s
-front_doors:
-  ext_authz:
-    domains:
-      load:
-        - actions: [{request_headers: {header_name: x-user-id, descriptor_key: user_id}}]
-  forward_auth:
-    trusted_proxy_hops: 1
-    original_request: x-forwarded
-    domains:
-      load:
-        - actions: [{request_headers: {header_name: x-user-id, descriptor_key: user_id}}]
-`
+// benchPolicy is the load benchmarks' policy, shared with test/load.
+var benchPolicy = func() string {
+	data, err := os.ReadFile("../../test/load/policy.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
 
 var benchUsers = func() []string {
 	u := make([]string, 100_000)

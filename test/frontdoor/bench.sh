@@ -26,29 +26,8 @@ command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2
 install_ghz
 go build -o "$work/tokengate" ./cmd/tokengate
 
-cat >"$work/policy.yaml" <<'EOF'
-# Every request is allowed: the benchmark measures the decision path.
-revision: 1
-domains:
-  load:
-    - name: per-user
-      match: [{key: user_id}]
-      capacity: 1000000000
-      refill: 1000000000/s
-front_doors:
-  ext_authz:
-    domains:
-      load:
-        - actions: [{request_headers: {header_name: x-user-id, descriptor_key: user_id}}]
-  forward_auth:
-    trusted_proxy_hops: 1
-    original_request: x-forwarded
-    domains:
-      load:
-        - actions: [{request_headers: {header_name: x-user-id, descriptor_key: user_id}}]
-EOF
 
-taskset -c 0 "$work/tokengate" --policy "$work/policy.yaml" --log-level warn \
+taskset -c 0 "$work/tokengate" --policy test/load/policy.yaml --log-level warn \
 	--grpc-addr "127.0.0.1:$GRPC_PORT" --http-addr "127.0.0.1:$HTTP_PORT" 2>"$work/tokengate.log" &
 tg=$!
 pids+=("$tg")
