@@ -26,8 +26,6 @@ func (x u128) less(y u128) bool {
 	return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo)
 }
 
-func (x u128) isZero() bool { return x.hi == 0 && x.lo == 0 }
-
 // divmod returns x/d and x%d. The caller guarantees the quotient fits in 64
 // bits (x.hi < d); bits.Div64 would panic otherwise.
 func (x u128) divmod(d uint64) (q, r uint64) {

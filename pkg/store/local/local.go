@@ -156,20 +156,21 @@ func (s *Store) scale(p bucket.Params) bucket.Params {
 	}
 	if err != nil {
 		// Too fine a fraction: round down to whole tokens per second (or
-		// per ns), or one token per a whole number of ns, rounded up.
+		// per ns), or one token per a whole number of ns, rounded up. These
+		// are in range; NewParams below checks the result all the same.
 		perSec := new(big.Int).Quo(new(big.Int).Mul(tokens, big.NewInt(int64(time.Second))), per)
 		switch {
 		case perSec.Sign() > 0 && perSec.Cmp(big.NewInt(bucket.MaxRateTokens)) <= 0:
-			rate, err = bucket.NewRate(perSec.Int64(), time.Second)
+			rate, _ = bucket.NewRate(perSec.Int64(), time.Second)
 		case perSec.Sign() > 0:
 			perNs := new(big.Int).Quo(tokens, per)
-			rate, err = bucket.NewRate(min(perNs.Int64(), bucket.MaxRateTokens), 1)
+			rate, _ = bucket.NewRate(min(perNs.Int64(), bucket.MaxRateTokens), 1)
 		default:
 			d := new(big.Int).Quo(new(big.Int).Add(per, new(big.Int).Sub(tokens, big.NewInt(1))), tokens)
 			if !d.IsInt64() || d.Int64() > bucket.MaxRatePer {
 				d.SetInt64(bucket.MaxRatePer)
 			}
-			rate, err = bucket.NewRate(1, time.Duration(d.Int64()))
+			rate, _ = bucket.NewRate(1, time.Duration(d.Int64()))
 		}
 	}
 	out, err := bucket.NewParams(capacity, rate)

@@ -246,7 +246,7 @@ func (s *Store) raiseForgot(v int64) {
 // fill copies a decision record into results.
 func (s *Store) fill(rec string, replayed bool, results []store.Result) (store.Outcome, error) {
 	var small [8]itemRecord
-	items := small[:0]
+	var items []itemRecord
 	if len(results) > len(small) {
 		items = make([]itemRecord, len(results))
 	} else {
