@@ -29,6 +29,10 @@ type Metrics struct {
 	StoreFallbacks *prometheus.CounterVec // mode: deny, allow, local
 	Reloads        *prometheus.CounterVec // result
 	PolicyInfo     *prometheus.GaugeVec   // revision, sha256
+	// InvalidUTF8 counts requests whose strings held invalid UTF-8 and
+	// were decoded as bytes; method is FrontDoorRateLimit or
+	// FrontDoorExtAuthz.
+	InvalidUTF8 *prometheus.CounterVec // method
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -65,8 +69,15 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "tokengate_policy_info",
 			Help: "The policy now serving: 1 for its revision and sha256.",
 		}, []string{"revision", "sha256"}),
+		InvalidUTF8: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_requests_invalid_utf8_total",
+			Help: "Requests with invalid UTF-8 in a string field (a header's bytes), decoded as bytes and decided as usual, by method (ratelimit, ext_authz).",
+		}, []string{"method"}),
 	}
-	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.Reloads, m.PolicyInfo,
+	for _, method := range []string{FrontDoorRateLimit, FrontDoorExtAuthz} {
+		m.InvalidUTF8.WithLabelValues(method)
+	}
+	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.Reloads, m.PolicyInfo, m.InvalidUTF8,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
