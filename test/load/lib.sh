@@ -13,7 +13,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# install_ghz installs the pinned ghz into the work directory and sets $ghz.
+# install_ghz installs the pinned ghz into the work directory and sets $ghz
+# (test/frontdoor/bench.sh; test/load/run.sh uses test/load/loadclient).
 install_ghz() {
 	GOBIN="$work/bin" GOFLAGS=-mod=mod go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION"
 	ghz="$work/bin/ghz"

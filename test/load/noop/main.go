@@ -33,7 +33,7 @@ func main() {
 	}
 	s := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(s, noop{})
-	reflection.Register(s) // ghz reads the method from reflection
+	reflection.Register(s) // for grpcurl and ghz, which read the method from reflection
 	log.Printf("serving %s", lis.Addr())
 	log.Fatal(s.Serve(lis))
 }
