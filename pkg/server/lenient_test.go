@@ -1,0 +1,232 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/envoyproxy/go-control-plane/envoy/annotations"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// fullRateLimitRequest sets every field of a RateLimitRequest.
+func fullRateLimitRequest() *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{
+		Domain: "edge", HitsAddend: 3,
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			{
+				Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "alice"}, {Key: "path", Value: "/upload/x"}},
+				Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{
+					RequestsPerUnit: 10, Unit: typev3.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(2),
+				},
+				HitsAddend: wrapperspb.UInt64(7), IsNegativeHits: true,
+			},
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}}},
+		},
+	}
+}
+
+// fullCheckRequest is an ext_authz CheckRequest with the headers map,
+// raw headers, context extensions, metadata with nested structs and the
+// peers' addresses.
+func fullCheckRequest() *authv3.CheckRequest {
+	st, err := structpb.NewStruct(map[string]any{"a": map[string]any{"b": []any{1.5, "c", true, nil}}})
+	if err != nil {
+		panic(err)
+	}
+	peer := func(addr string, port uint32) *authv3.AttributeContext_Peer {
+		return &authv3.AttributeContext_Peer{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: addr, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+			}}},
+			Service: "svc", Labels: map[string]string{"app": "web"}, Principal: "spiffe://x",
+		}
+	}
+	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		Source: peer("10.0.0.1", 51000), Destination: peer("10.0.0.2", 443),
+		Request: &authv3.AttributeContext_Request{
+			Time: timestamppb.New(timestamppb.Now().AsTime()),
+			Http: &authv3.AttributeContext_HttpRequest{
+				Id: "1", Method: "POST", Path: "/upload", Host: "app.example.com", Scheme: "https", Protocol: "HTTP/2",
+				Headers:   map[string]string{"x-user-id": "alice", "x-upload-size": "4", "": ""},
+				HeaderMap: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: "x-user-id", RawValue: []byte{0xff, 0}}}},
+				Size:      -1, Body: "body", RawBody: []byte{0, 1, 2},
+			},
+		},
+		ContextExtensions: map[string]string{"domain": "edge"},
+		MetadataContext: &corev3.Metadata{
+			FilterMetadata:      map[string]*structpb.Struct{"envoy.filters.http.jwt_authn": st},
+			TypedFilterMetadata: map[string]*anypb.Any{"t": {TypeUrl: "type.googleapis.com/x", Value: []byte{1}}},
+		},
+		TlsSession: &authv3.AttributeContext_TLSSession{Sni: "app.example.com"},
+	}}
+}
+
+// fieldOptions is a proto2 message with closed enums, a repeated enum,
+// registered extensions (a bool and a string) and a field of a message
+// that has required fields.
+func fieldOptions() *descriptorpb.FieldOptions {
+	o := &descriptorpb.FieldOptions{
+		Ctype: descriptorpb.FieldOptions_CORD.Enum(), Packed: proto.Bool(true), Lazy: proto.Bool(false),
+		Targets: []descriptorpb.FieldOptions_OptionTargetType{descriptorpb.FieldOptions_TARGET_TYPE_FIELD, descriptorpb.FieldOptions_TARGET_TYPE_FILE},
+		UninterpretedOption: []*descriptorpb.UninterpretedOption{{
+			Name: []*descriptorpb.UninterpretedOption_NamePart{{NamePart: proto.String("x"), IsExtension: proto.Bool(true)}}, PositiveIntValue: proto.Uint64(9),
+		}},
+	}
+	proto.SetExtension(o, annotations.E_DisallowedByDefault, true)
+	proto.SetExtension(o, annotations.E_DeprecatedAtMinorVersion, "3.0")
+	return o
+}
+
+// fullAllKinds sets every field of allKinds, the maps and lists to two
+// elements each.
+func fullAllKinds(t *testing.T) protoreflect.Message {
+	t.Helper()
+	m := allKinds().New()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		switch {
+		case fd.IsMap():
+			mp := m.Mutable(fd).Map()
+			mp.Set(kindValue(fd.MapKey(), 1).MapKey(), kindValue(fd.MapValue(), 1))
+			v := mp.NewValue()
+			if fd.MapValue().Message() == nil {
+				v = kindValue(fd.MapValue(), 2)
+			}
+			mp.Set(kindValue(fd.MapKey(), 2).MapKey(), v)
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			l.Append(kindValue(fd, 1))
+			l.Append(kindValue(fd, -2))
+		case fd.ContainingOneof() != nil && !fd.ContainingOneof().IsSynthetic() && fd.Number() != 71:
+			// Only the message member of the oneof is kept.
+		default:
+			m.Set(fd, kindValue(fd, -3))
+		}
+	}
+	return m
+}
+
+// kindValue is a value of fd's kind made from i: a message holds i in s2.
+func kindValue(fd protoreflect.FieldDescriptor, i int) protoreflect.Value {
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(i > 0)
+	case protoreflect.EnumKind:
+		return protoreflect.ValueOfEnum(protoreflect.EnumNumber(i))
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(int32(i) << 28)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(uint32(i) << 28)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(int64(i) << 60)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoreflect.ValueOfUint64(uint64(i) << 60)
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(float32(i) / 3)
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(float64(i) / 3)
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString(strings.Repeat("é", i+3))
+	case protoreflect.BytesKind:
+		return protoreflect.ValueOfBytes([]byte(strings.Repeat("\xff", i+3)))
+	}
+	m := allKinds().New()
+	m.Set(m.Descriptor().Fields().ByNumber(2), protoreflect.ValueOfInt32(int32(i)))
+	return protoreflect.ValueOfMessage(m)
+}
+
+// TestLenientMatchesProto: on valid wire data, marshalled or written by
+// hand in the forms proto.Marshal does not write (unpacked where packed is
+// declared, a wire type that does not fit, merged messages, oneof members
+// replacing each other, partial map entries, unknown fields), the lenient
+// decoder gives exactly what proto.Unmarshal gives.
+func TestLenientMatchesProto(t *testing.T) {
+	marshal := func(m proto.Message) wire {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	rls := (&rlsv3.RateLimitRequest{}).ProtoReflect().Type()
+	check := (&authv3.CheckRequest{}).ProtoReflect().Type()
+	loc := (&descriptorpb.SourceCodeInfo_Location{}).ProtoReflect().Type()
+	// An HttpRequest inside a CheckRequest: attributes = 1, request = 4, http = 2.
+	inHTTP := func(http wire) wire { return wire{}.msg(1, wire{}.msg(4, wire{}.msg(2, http))) }
+	// A SocketAddress as the CheckRequest's source: attributes = 1,
+	// source = 1, address = 1, socket_address = 1.
+	inSocket := func(addr wire) wire { return wire{}.msg(1, wire{}.msg(1, wire{}.msg(1, wire{}.msg(1, addr)))) }
+	group := func(num protowire.Number, fields wire) wire {
+		return protowire.AppendTag(append(protowire.AppendTag(nil, num, protowire.StartGroupType), fields...), num, protowire.EndGroupType)
+	}
+	fixed32 := func(w wire, num protowire.Number, v uint32) wire {
+		return protowire.AppendFixed32(protowire.AppendTag(w, num, protowire.Fixed32Type), v)
+	}
+	packed := func(num protowire.Number, vs ...uint64) wire {
+		var p []byte
+		for _, v := range vs {
+			p = protowire.AppendVarint(p, v)
+		}
+		return wire{}.msg(num, p)
+	}
+	tests := []struct {
+		name string
+		typ  protoreflect.MessageType
+		b    wire
+	}{
+		{"empty RateLimitRequest", rls, nil},
+		{"RateLimitRequest, every field", rls, marshal(fullRateLimitRequest())},
+		{"CheckRequest, headers map and nested attributes", check, marshal(fullCheckRequest())},
+		{"FieldOptions: proto2, extensions, closed enums", (&descriptorpb.FieldOptions{}).ProtoReflect().Type(), marshal(fieldOptions())},
+		{"every kind, packed and unpacked", allKinds(), marshal(fullAllKinds(t).Interface())},
+		{"domain twice: the last wins", rls, wire{}.str(1, "a").str(1, "edge")},
+		{"hits_addend as fixed32: an unknown field", rls, fixed32(wire{}.str(1, "edge"), 3, 5)},
+		{"unknown fields of every wire type, kept in order", rls, wire(protowire.AppendFixed64(protowire.AppendTag(
+			wire{}.varint(99, 1).str(100, "x"), 101, protowire.Fixed64Type), 7)).msg(2, wire{}.varint(15, 1))},
+		{"an unknown group", rls, append(group(9, wire{}.varint(1, 5).msg(2, group(3, nil))), wire{}.str(1, "edge")...)},
+		{"a descriptor's limit in two parts, merged", rls, wire{}.msg(2, wire{}.msg(2, wire{}.varint(1, 10)).msg(2, wire{}.varint(2, 2)))},
+		{"a header map entry without a value, one without a key", check, inHTTP(wire{}.msg(3, wire{}.str(1, "x-user-id")).msg(3, wire{}.str(2, "v")))},
+		{"a header map entry with an unknown field and a value of the wrong wire type", check,
+			inHTTP(wire{}.msg(3, entry("a", "b").varint(3, 1)).msg(3, wire{}.str(1, "c").varint(2, 1)))},
+		{"a header twice: the last entry wins", check, inHTTP(wire{}.msg(3, entry("k", "1")).msg(3, entry("k", "2")))},
+		{"oneof: pipe replaces the socket address", check,
+			wire{}.msg(1, wire{}.msg(1, wire{}.msg(1, wire{}.msg(1, wire{}.str(2, "10.0.0.1")).msg(2, wire{}.str(1, "/tmp/s")))))},
+		{"oneof: the same member twice, merged", check, append(inSocket(wire{}.str(2, "10.0.0.1")), inSocket(wire{}.varint(3, 8080))...)},
+		{"packed path, unpacked span", loc, packed(1, 1, 2, 300).varint(2, 4).varint(2, 5).varint(1, 7)},
+		{"every kind: unpacked where packed is declared and the reverse", allKinds(), wire{}.varint(22, 1).varint(22, 2).msg(42, wire{}.varint(1, 1<<40)).varint(42, 3)},
+		{"sint32 with bits above 32", allKinds(), wire{}.varint(3, 1<<40|3)},
+		{"oneof: an int64 after a message", allKinds(), wire{}.msg(71, wire{}.varint(2, 1)).varint(72, 9)},
+		{"a map of messages, merged values in one entry", allKinds(), wire{}.msg(81, wire{}.varint(1, 4).msg(2, wire{}.varint(2, 1)).msg(2, wire{}.varint(4, 2)))},
+		{"an enum value the enum does not declare", allKinds(), wire{}.varint(16, 77)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want, got := tc.typ.New().Interface(), tc.typ.New().Interface()
+			if err := proto.Unmarshal(tc.b, want); err != nil {
+				t.Fatalf("proto.Unmarshal: %v", err)
+			}
+			// Decode onto a message that holds something: it is reset first.
+			proto.Merge(got, want)
+			n, err := unmarshalLenient(tc.b, got)
+			if err != nil || n != 0 {
+				t.Fatalf("unmarshalLenient: %d invalid strings, %v", n, err)
+			}
+			if !proto.Equal(got, want) {
+				t.Fatalf("lenient:\n%v\nproto:\n%v", got, want)
+			}
+		})
+	}
+}
