@@ -1,9 +1,18 @@
 package server
 
 import (
+	"context"
+	"log/slog"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tokengate/tokengate/pkg/metrics"
 )
 
 // vtMarshaler is what go-control-plane's vtprotobuf-generated code adds to
@@ -13,13 +22,39 @@ type vtMarshaler interface {
 	MarshalToSizedBufferVTStrict(dAtA []byte) (int, error)
 }
 
-// codec is gRPC's proto codec with one change: messages that have
-// vtprotobuf marshalling (every ratelimit.v3 response) are marshalled by it,
-// into a pooled buffer, which saves the reflection walk of every response.
-// Unmarshalling, and marshalling of any other message, is the proto codec's.
-type codec struct{ proto encoding.CodecV2 }
+// codec is gRPC's proto codec with two changes.
+//
+// Messages that have vtprotobuf marshalling (every ratelimit.v3 response)
+// are marshalled by it, into a pooled buffer, which saves the reflection
+// walk of every response. Marshalling of any other message is the proto
+// codec's.
+//
+// A RateLimitRequest or CheckRequest that proto.Unmarshal refuses is
+// decoded again by unmarshalLenient, which keeps string fields as bytes:
+// Envoy forwards header bytes as they came, and a request refused here for
+// invalid UTF-8 would be an error that failure_mode_deny: false lets
+// through, past every limit. The request is used only when the lenient
+// decode succeeds and found invalid UTF-8; it is counted in
+// tokengate_requests_invalid_utf8_total. Otherwise the proto codec's error
+// stands, so malformed wire data is refused exactly as before. Other
+// messages (health, reflection) are the proto codec's alone.
+type codec struct {
+	proto encoding.CodecV2
+	// invalidRLS and invalidAuthz count the requests decoded leniently.
+	invalidRLS, invalidAuthz prometheus.Counter
+	log                      *slog.Logger
+}
 
-func newCodec() codec { return codec{proto: encoding.GetCodecV2(protoenc.Name)} }
+// newCodec returns the server's codec; invalidUTF8 is
+// metrics.Metrics.InvalidUTF8.
+func newCodec(invalidUTF8 *prometheus.CounterVec, log *slog.Logger) codec {
+	return codec{
+		proto:        encoding.GetCodecV2(protoenc.Name),
+		invalidRLS:   invalidUTF8.WithLabelValues(metrics.FrontDoorRateLimit),
+		invalidAuthz: invalidUTF8.WithLabelValues(metrics.FrontDoorExtAuthz),
+		log:          log,
+	}
+}
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(vtMarshaler)
@@ -36,6 +71,38 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
-func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+// Unmarshal is the proto codec's, then, for the two request types only
+// and only when it fails, the lenient decoder's (see codec).
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.proto.Unmarshal(data, v)
+	if err == nil {
+		return nil
+	}
+	var (
+		msg     proto.Message
+		counter prometheus.Counter
+		method  string
+	)
+	switch req := v.(type) {
+	case *rlsv3.RateLimitRequest:
+		msg, counter, method = req, c.invalidRLS, metrics.FrontDoorRateLimit
+	case *authv3.CheckRequest:
+		msg, counter, method = req, c.invalidAuthz, metrics.FrontDoorExtAuthz
+	default:
+		return err
+	}
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	n, lerr := unmarshalLenient(buf.ReadOnlyData(), msg)
+	if lerr != nil || n == 0 {
+		return err
+	}
+	counter.Inc()
+	if c.log.Enabled(context.Background(), slog.LevelDebug) {
+		c.log.LogAttrs(context.Background(), slog.LevelDebug, "request with invalid UTF-8 decoded as bytes",
+			slog.String("method", method), slog.Int("strings", n))
+	}
+	return nil
+}
 
 func (codec) Name() string { return protoenc.Name }

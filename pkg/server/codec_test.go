@@ -2,12 +2,22 @@ package server
 
 import (
 	"bytes"
+	"log/slog"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/tokengate/tokengate/pkg/metrics"
 )
 
 // TestCodecMatchesProto: the vtprotobuf marshalling of a full response
@@ -24,7 +34,7 @@ func TestCodecMatchesProto(t *testing.T) {
 		},
 		ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "retry-after", Value: "3"}},
 	}
-	c := newCodec()
+	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.Default())
 	got, err := c.Marshal(resp)
 	if err != nil {
 		t.Fatal(err)
@@ -40,5 +50,50 @@ func TestCodecMatchesProto(t *testing.T) {
 	back := new(rlsv3.RateLimitResponse)
 	if err := c.Unmarshal(got, back); err != nil || !proto.Equal(back, resp) {
 		t.Fatalf("round trip: %v %v", back, err)
+	}
+}
+
+// TestCodecUnmarshal: the codec decodes a request proto.Unmarshal refuses
+// for invalid UTF-8 only for the two limiting RPCs, counting it by method;
+// for malformed wire data, or any other message, it returns the proto
+// codec's own error.
+func TestCodecUnmarshal(t *testing.T) {
+	// healthpb.HealthCheckRequest: service = 1.
+	health := wire{}.str(1, "\xff")
+	valid := rateLimitRequestWire("edge", 0, descriptorWire("user_id", "alice"))
+	invalid := rateLimitRequestWire("edge", 0, descriptorWire("user_id", "\xff"))
+	tests := []struct {
+		name    string
+		b       wire
+		msg     proto.Message
+		wantErr bool
+		counted map[string]float64
+	}{
+		{"valid RateLimitRequest: the fast path", valid, &rlsv3.RateLimitRequest{}, false, map[string]float64{}},
+		{"invalid UTF-8 in a RateLimitRequest", invalid, &rlsv3.RateLimitRequest{}, false, map[string]float64{metrics.FrontDoorRateLimit: 1}},
+		{"invalid UTF-8 in a CheckRequest", checkRequestWire("10.0.0.1", "", "/", "x-user-id", "\xff"), &authv3.CheckRequest{}, false,
+			map[string]float64{metrics.FrontDoorExtAuthz: 1}},
+		{"invalid UTF-8, then truncated", invalid[:len(invalid)-1], &rlsv3.RateLimitRequest{}, true, map[string]float64{}},
+		{"invalid UTF-8 in a health check", health, &healthpb.HealthCheckRequest{}, true, map[string]float64{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			counter := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"})
+			c := newCodec(counter, slog.New(slog.DiscardHandler))
+			err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.b)}, tc.msg)
+			if tc.wantErr {
+				want := encoding.GetCodecV2(protoenc.Name).Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.b)}, proto.Clone(tc.msg))
+				if err == nil || want == nil || err.Error() != want.Error() {
+					t.Fatalf("error %v, want the proto codec's: %v", err, want)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			for _, method := range []string{metrics.FrontDoorRateLimit, metrics.FrontDoorExtAuthz} {
+				if got := testutil.ToFloat64(counter.WithLabelValues(method)); got != tc.counted[method] {
+					t.Errorf("counted %v %s requests, want %v", got, method, tc.counted[method])
+				}
+			}
+		})
 	}
 }

@@ -107,7 +107,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("server: HTTP listener: %w", err)
 	}
 	s.grpc = grpc.NewServer(
-		grpc.ForceServerCodecV2(newCodec()),
+		grpc.ForceServerCodecV2(newCodec(opts.Metrics.InvalidUTF8, opts.Logger)),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),

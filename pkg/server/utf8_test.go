@@ -1,0 +1,209 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/frontdoor"
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/service"
+	"github.com/tokengate/tokengate/pkg/store/memory"
+)
+
+// utf8Policy limits each user, by descriptor or by x-user-id through
+// ext_authz, to 2 requests; nothing refills (the clock is fake).
+const utf8Policy = `revision: 1
+domains:
+  edge:
+    - name: per-user
+      match: [{key: user_id}]
+      capacity: 2
+      refill: 1/h
+front_doors:
+  ext_authz:
+    domains:
+      edge:
+        - actions: [{request_headers: {header_name: x-user-id, descriptor_key: user_id}}]
+`
+
+const utf8Capacity = 2
+
+// startServer serves the policy from a memory store, with the ratelimit and
+// ext_authz front doors wired as cmd/tokengate wires them, on loopback
+// ports until the test ends.
+func startServer(t *testing.T, yaml string) (*Server, *metrics.Metrics) {
+	t.Helper()
+	clk := new(clock.Fake)
+	p, err := new(policy.Compiler).Compile("policy.yaml", []byte(yaml), nil, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Activate()
+	current := func() *policy.Policy { return p }
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	log := slog.New(slog.DiscardHandler)
+	svc, err := service.New(service.Options{Policy: current, Store: memory.New(memory.Options{Clock: clk}), StoreName: "memory", Metrics: m, Clock: clk, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doors, err := frontdoor.New(frontdoor.Options{Service: svc, Policy: current, Metrics: metrics.NewFrontDoors(reg), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{
+		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(),
+		Metrics: m, Gatherer: reg, Policy: current, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return srv, m
+}
+
+// rawCodec is a client codec that sends *wire as it is and receives into
+// *[]byte, so that a test writes the request bytes itself.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*wire))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*v.(*[]byte) = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// rawClient sends wire data it was given as a gRPC request, as Envoy would
+// send a request holding a header's bytes.
+type rawClient struct{ conn *grpc.ClientConn }
+
+func dialRaw(t *testing.T, addr string) rawClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rawClient{conn}
+}
+
+// call invokes method with req and decodes the answer into resp.
+func (c rawClient) call(method string, req wire, resp proto.Message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out []byte
+	if err := c.conn.Invoke(ctx, method, &req, &out, grpc.ForceCodecV2(rawCodec{})); err != nil {
+		return err
+	}
+	return proto.Unmarshal(out, resp)
+}
+
+func (c rawClient) shouldRateLimit(t *testing.T, req wire) rlsv3.RateLimitResponse_Code {
+	t.Helper()
+	var resp rlsv3.RateLimitResponse
+	if err := c.call("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", req, &resp); err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp.OverallCode
+}
+
+// check calls ext_authz Check and reports whether it allowed the request.
+func (c rawClient) check(t *testing.T, req wire) bool {
+	t.Helper()
+	var resp authv3.CheckResponse
+	if err := c.call("/envoy.service.auth.v3.Authorization/Check", req, &resp); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	return codes.Code(resp.GetStatus().GetCode()) == codes.OK
+}
+
+// TestInvalidUTF8IsLimited: over a real gRPC connection, a descriptor value
+// or an ext_authz header that is not UTF-8 is limited like any other: the
+// (capacity+1)th request with it is denied, and other bytes are another
+// bucket. Such requests are counted by method; valid ones are not;
+// malformed wire data is still refused.
+func TestInvalidUTF8IsLimited(t *testing.T) {
+	srv, m := startServer(t, utf8Policy)
+	c := dialRaw(t, srv.GRPCAddr().String())
+	counted := func(method string) int { return int(testutil.ToFloat64(m.InvalidUTF8.WithLabelValues(method))) }
+
+	t.Run("ratelimit", func(t *testing.T) {
+		for _, v := range []string{"\xff", "\xfe", "a\xff"} {
+			for i := range utf8Capacity + 1 {
+				want := rlsv3.RateLimitResponse_OK
+				if i == utf8Capacity {
+					want = rlsv3.RateLimitResponse_OVER_LIMIT
+				}
+				if got := c.shouldRateLimit(t, rateLimitRequestWire("edge", 0, descriptorWire("user_id", v))); got != want {
+					t.Fatalf("value %q, request %d: %v, want %v", v, i+1, got, want)
+				}
+			}
+		}
+		if n := counted(metrics.FrontDoorRateLimit); n != 3*(utf8Capacity+1) {
+			t.Fatalf("counted %d ratelimit requests, want %d", n, 3*(utf8Capacity+1))
+		}
+	})
+	t.Run("ext_authz", func(t *testing.T) {
+		before := counted(metrics.FrontDoorExtAuthz)
+		for _, v := range []string{"\xfd", "\xfc\x80"} {
+			for i := range utf8Capacity + 1 {
+				req := checkRequestWire("10.0.0.1", "", "/", "x-user-id", v)
+				if got, want := c.check(t, req), i < utf8Capacity; got != want {
+					t.Fatalf("x-user-id %q, request %d: allowed %v, want %v", v, i+1, got, want)
+				}
+			}
+		}
+		// The same bytes through ext_authz are the bucket ShouldRateLimit
+		// used up.
+		if c.check(t, checkRequestWire("10.0.0.1", "", "/", "x-user-id", "\xff")) {
+			t.Fatal(`x-user-id "\xff" allowed: its bucket is empty`)
+		}
+		if n := counted(metrics.FrontDoorExtAuthz) - before; n != 2*(utf8Capacity+1)+1 {
+			t.Fatalf("counted %d ext_authz requests, want %d", n, 2*(utf8Capacity+1)+1)
+		}
+	})
+	t.Run("valid requests are not counted", func(t *testing.T) {
+		before := counted(metrics.FrontDoorRateLimit)
+		if got := c.shouldRateLimit(t, rateLimitRequestWire("edge", 0, descriptorWire("user_id", "alice"))); got != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("alice: %v", got)
+		}
+		if n := counted(metrics.FrontDoorRateLimit) - before; n != 0 {
+			t.Fatalf("a valid request counted %d times", n)
+		}
+	})
+	t.Run("malformed wire data is refused", func(t *testing.T) {
+		req := rateLimitRequestWire("edge", 0, descriptorWire("user_id", "\xff"))
+		var resp rlsv3.RateLimitResponse
+		err := c.call("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", req[:len(req)-1], &resp)
+		if status.Code(err) != codes.Internal {
+			t.Fatalf("truncated request: %v, want Internal", err)
+		}
+	})
+}
