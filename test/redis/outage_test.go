@@ -138,16 +138,16 @@ func TestRedisOutage(t *testing.T) {
 		t.Fatalf("circuit gauge %q after recovery", g)
 	}
 
-	// SCRIPT FLUSH: the next call reloads the script.
+	// FUNCTION FLUSH: the next call loads the library again.
 	reloads := p.Metric(t, "tokengate_redis_script_reloads_total")
-	if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
+	if _, err := redistest.Do(srv.Addr(), "FUNCTION", "FLUSH"); err != nil {
 		t.Fatal(err)
 	}
 	if r := p.ask(t, descriptor("user_id", "u")); r.OverallCode != ok || header(r, "x-tokengate-degraded") != "" || r.Statuses[0].LimitRemaining != 8 {
-		t.Fatalf("after SCRIPT FLUSH: %v", r)
+		t.Fatalf("after FUNCTION FLUSH: %v", r)
 	}
 	if after := p.Metric(t, "tokengate_redis_script_reloads_total"); after == reloads {
-		t.Fatalf("no script reload counted after SCRIPT FLUSH (%s)", after)
+		t.Fatalf("no script reload counted after FUNCTION FLUSH (%s)", after)
 	}
 }
 

@@ -13,29 +13,10 @@ import (
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
-// The script's arguments (lua/decide.lua reads them in this order).
-//
-// Header: op ("d" decide, "r" reserve, "s" settle), now ("" reads Redis
-// TIME; else the request's instant, biased), floor (earliest cursor of a
-// new bucket, biased, or ""), expire ("1": keys live until full), the
-// process id, the id mode ("0" none; "1" the request id key is the last
-// key; "2" settle releases a claim), the replay window and the claim TTL
-// in ms, the number of items, the fingerprint of the request's buckets and
-// costs (request ids only) and store.MaxReplays.
-//
-// Each item of "d" and "r": cost, revision, the version's activation as
-// a signed ns offset back from now, version ID, capacity, rate tokens,
-// rate period, on_resize, and the version's chain (its remembered earlier
-// versions, nearest first: "vid,cap,n,per,mode,offset;..." with offset
-// the ns from that version's activation to this one's).
-//
-// Each item of "s": units to add, the period they are counted in, and
-// "1" when the bucket was new at the reserve.
-const (
-	headerArgs = 11
-	itemArgs   = 9
-	settleArgs = 3
-)
+// The script's arguments are laid out in contract.go; this file encodes
+// them. A version chain (an item's earlier versions, nearest first) is
+// "vid,cap,n,per,mode,offset;..." with offset the ns from that version's
+// activation to the item's version's.
 
 // bias maps an int64 instant to a uint64 in the same order, so that the
 // script's non-negative arithmetic handles negative instants too.
@@ -55,20 +36,29 @@ func offset(a, b int64) string {
 }
 
 // versionArgs are a version's arguments, formatted once per version.
+// params is the version string without its revision (which is the
+// request's): capacity, rate tokens and period.
 type versionArgs struct {
-	id, capacity, n, per, mode, chain string
+	id, params, capacity, n, per, mode, chain string
 }
 
 func encodeVersion(v *bucket.Version) *versionArgs {
 	a := &versionArgs{id: strconv.FormatUint(v.ID, 10)}
 	a.capacity, a.n, a.per, a.mode = encodeParams(v)
+	a.params = strings.Join([]string{a.capacity, a.n, a.per}, verSep)
 	var chain []string
 	for p := v.Prev(); p != nil; p = p.Prev() {
 		c, n, per, mode := encodeParams(p)
-		chain = append(chain, strings.Join([]string{strconv.FormatUint(p.ID, 10), c, n, per, mode, offset(v.ActiveAt, p.ActiveAt)}, ","))
+		chain = append(chain, strings.Join([]string{strconv.FormatUint(p.ID, 10), c, n, per, mode, offset(v.ActiveAt, p.ActiveAt)}, fieldSep))
 	}
-	a.chain = strings.Join(chain, ";")
+	a.chain = strings.Join(chain, chainSep)
 	return a
+}
+
+// versionString is what a bucket stores of the version it was decided
+// under, and what an item is compared with: revision, then parameters.
+func versionString(revision int64, a *versionArgs) string {
+	return strconv.FormatInt(revision, 10) + verSep + a.params
 }
 
 func encodeParams(v *bucket.Version) (capacity, n, per, mode string) {
@@ -160,6 +150,6 @@ func (s *Store) item(args []string, it *store.Item, now int64) []string {
 		// Redis TIME is the clock: a version is never active in its future.
 		at = "0"
 	}
-	return append(args, strconv.FormatInt(it.Cost, 10), strconv.FormatInt(it.Revision, 10), at,
-		v.id, v.capacity, v.n, v.per, v.mode, v.chain)
+	return append(args, strconv.FormatInt(it.Cost, 10), at, v.id, versionString(it.Revision, v),
+		v.capacity, v.n, v.per, v.mode, v.chain)
 }

@@ -33,13 +33,10 @@ import (
 // id ("pending") and the settle writes the answer.
 
 type groupReply struct {
-	kind    int64
-	rec     string
-	allowed bool
-	items   []itemRecord
-	settle  []settleEntry
-	claimed bool // the reserve claimed the request id
-	err     error
+	reply
+	items  []itemRecord
+	settle []settleEntry
+	err    error
 }
 
 func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, tags []string, groups [][]int) (store.Outcome, error) {
@@ -49,12 +46,12 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 		for k, i := range idx {
 			keys[k] = s.bucketKey(tags[i])
 		}
-		idMode, fp := "0", ""
+		idMode, fp := idNone, ""
 		if g == 0 && req.ID != "" {
-			idMode, fp = "1", fingerprint(req.Items)
+			idMode, fp = idLast, fingerprint(req.Items)
 			keys = append(keys, s.idKey(tags[0], req.ID))
 		}
-		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), "r", req, idMode, len(idx), fp)
+		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), opReserve, req, idMode, len(idx), fp)
 		for _, i := range idx {
 			args = s.item(args, &req.Items[i], req.Now)
 		}
@@ -69,13 +66,13 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 		errs = errors.Join(errs, replies[g].err)
 	}
 	first := replies[0]
-	if errs != nil || first.kind != replyDecided {
+	if errs != nil || first.kind != kindDecided {
 		s.settle(ctx, req, calls, replies, false, first.err == nil && first.claimed, "")
 		switch {
 		case errs != nil:
 			return store.Outcome{}, fmt.Errorf("redis: reserve in %d slots: %w", len(groups), errs)
-		case first.kind == replyReplay:
-			return s.fill(first.rec, true, results[:len(req.Items)])
+		case first.kind == kindReplay:
+			return s.replay(first.record, results[:len(req.Items)])
 		}
 		return s.awaitReplay(ctx, req, results, calls[0].keys[len(calls[0].keys)-1])
 	}
@@ -90,9 +87,9 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 			r := it.res
 			if !allowed {
 				if !r.Never {
-					r.Remaining = it.remR
+					r.Remaining = it.extra1
 				}
-				r.ResetAfter = it.resetR
+				r.ResetAfter = it.extra2
 			}
 			results[i] = r
 		}
@@ -109,22 +106,12 @@ func (s *Store) parseGroup(c call, n int) groupReply {
 	if c.err != nil {
 		return groupReply{err: c.err}
 	}
-	kind, rec, err := s.replyHead(c.reply)
-	r := groupReply{kind: kind, rec: rec, err: err}
-	if err != nil || kind != replyDecided {
-		return r
+	g := groupReply{items: make([]itemRecord, n)}
+	g.reply, g.err = s.decodeReply(c.reply, g.items)
+	if g.err == nil && g.kind == kindDecided {
+		g.settle, g.err = parseSettle(g.reply.settle)
 	}
-	r.items = make([]itemRecord, n)
-	if r.allowed, r.err = parseRecord(rec, r.items, 7); r.err != nil {
-		return r
-	}
-	if len(c.reply) > 4 {
-		str, _ := c.reply[3].ToString()
-		r.settle, r.err = parseSettle(str)
-		claimed, _ := c.reply[4].ToString()
-		r.claimed = claimed == "1"
-	}
-	return r
+	return g
 }
 
 // settle sends, to every slot that needs it, the commits (allowed) or the
@@ -142,26 +129,26 @@ func (s *Store) settle(ctx context.Context, req *store.Request, calls []call, re
 			}
 			isNew := "0"
 			if e.isNew {
-				isNew = "1"
+				isNew = "1" // settleNew
 			}
 			keys = append(keys, calls[g].keys[e.index])
 			entries = append(entries, e.units, e.per, isNew)
 		}
-		idMode := "0"
+		idMode := idNone
 		if g == 0 && claimed {
-			idMode = "2"
+			idMode = idRelease
 			if rec != "" {
-				idMode = "1"
+				idMode = idLast
 			}
 			keys = append(keys, calls[0].keys[len(calls[0].keys)-1])
 		}
-		if len(entries) == 0 && idMode == "0" {
+		if len(entries) == 0 && idMode == idNone {
 			continue
 		}
 		n := len(entries) / settleArgs
-		args := s.header(make([]string, 0, headerArgs+len(entries)+1), "s", req, idMode, n, "")
+		args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, req, idMode, n, "")
 		args = append(args, entries...)
-		if idMode == "1" {
+		if idMode == idLast {
 			args = append(args, rec)
 		}
 		settles = append(settles, call{keys: keys, args: args})
@@ -181,7 +168,7 @@ func (s *Store) settle(ctx context.Context, req *store.Request, calls []call, re
 	for i, c := range settles {
 		result := "ok"
 		if c.err == nil {
-			_, _, c.err = s.replyHead(c.reply)
+			_, c.err = s.decodeReply(c.reply, nil)
 		}
 		if c.err != nil {
 			result = "error"

@@ -26,7 +26,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}),
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tokengate_redis_script_reloads_total",
-			Help: "NOSCRIPT answers that made the store send the script again.",
+			Help: "Calls that found the code missing (the function library gone, or NOSCRIPT) and sent it again.",
 		}),
 		crossSlot: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tokengate_redis_cross_slot_requests_total",

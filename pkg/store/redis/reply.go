@@ -1,55 +1,133 @@
 package redis
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/redis/rueidis"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
-// A record is a decision as the script writes it, and as it is kept under
-// a request id for replays: "A|item|item..." with A "1" when the request
-// was allowed and each item "allowed,never,remaining,retryAfter,resetAfter"
-// (a reserve adds "remainingIfRejected,resetIfRejected").
+// This file decodes what the script answers (layouts in contract.go) and
+// encodes and decodes replay records; lua/codec.lua and lua/ops.lua are
+// the other side.
 
-// itemRecord is one item of a record.
-type itemRecord struct {
-	res          store.Result
-	remR, resetR int64 // a reserve's answer should the request be rejected
+// reply is a decoded script reply.
+type reply struct {
+	kind    int64
+	allowed bool
+	record  string // a replay's record
+	forgot  string // biased cursor, or ""
+	settle  string
+	claimed bool
 }
 
-// parseRecord reads a record with want items of fields fields each.
-func parseRecord(rec string, items []itemRecord, fields int) (bool, error) {
-	head, rest, _ := strings.Cut(rec, "|")
+// itemRecord is one item of a reply or a record.
+type itemRecord struct {
+	res store.Result
+	// snapshot: a rejected decide's bucket in plain numbers under the
+	// item's version; extra1 and extra2 are its fraction and its cursor
+	// ahead of the script's now. For a reserve they are its remaining and
+	// reset should the request be rejected.
+	snapshot       bool
+	extra1, extra2 int64
+}
+
+// decodeReply reads a reply's head and, for a decided one, its items.
+func decodeReply(msgs []rueidis.RedisMessage, items []itemRecord) (reply, error) {
+	var r reply
+	if len(msgs) == 0 {
+		return r, errors.New("redis: empty reply")
+	}
+	var err error
+	if r.kind, err = msgs[replyKind].AsInt64(); err != nil {
+		return r, fmt.Errorf("redis: reply kind: %w", err)
+	}
+	switch r.kind {
+	case kindPending:
+		return r, nil
+	case kindReplay:
+		if len(msgs) <= replyRecord {
+			return r, errors.New("redis: replay without its record")
+		}
+		r.record, err = msgs[replyRecord].ToString()
+		return r, err
+	case kindDecided:
+	default:
+		return r, fmt.Errorf("redis: reply kind %d", r.kind)
+	}
+	if want := replyHead + replyItemFields*len(items); len(msgs) != want {
+		return r, fmt.Errorf("redis: reply of %d values, want %d", len(msgs), want)
+	}
+	allowed, err := msgs[replyAllowed].AsInt64()
+	claimed, err2 := msgs[replyClaimed].AsInt64()
+	r.forgot, _ = msgs[replyForgot].ToString()
+	r.settle, _ = msgs[replySettle].ToString()
+	if err = errors.Join(err, err2); err != nil {
+		return r, fmt.Errorf("redis: reply head: %w", err)
+	}
+	r.allowed, r.claimed = allowed == 1, claimed == 1
+	for i := range items {
+		var v [replyItemFields]int64
+		for f := range v {
+			if v[f], err = msgs[replyHead+i*replyItemFields+f].AsInt64(); err != nil {
+				return r, fmt.Errorf("redis: reply item %d field %d: %w", i, f, err)
+			}
+		}
+		items[i] = itemRecord{
+			res:      result(v[replyFlags], v[replyRemaining], v[replyRetry], v[replyReset]),
+			snapshot: v[replyFlags]&flagSnapshot != 0,
+			extra1:   v[replyExtra1], extra2: v[replyExtra2],
+		}
+	}
+	return r, nil
+}
+
+func result(flags, remaining, retry, reset int64) store.Result {
+	return store.Result{Result: bucket.Result{Allowed: flags&flagAllowed != 0, Never: flags&flagNever != 0,
+		Remaining: remaining, RetryAfter: retry}, ResetAfter: reset}
+}
+
+// recordFields are an item's fields in a replay record: the reply's
+// first ones.
+const recordFields = replyReset + 1
+
+// A record is a decision as kept under a request id for replays:
+// "A|item|item..." with A 1 when the request was allowed and each item
+// "flags,remaining,retry,reset". The script writes it (lua/codec.lua's
+// record) for a decide; appendRecord writes it for a cross-slot request.
+
+// parseRecord reads a record of len(results) items.
+func parseRecord(rec string, results []store.Result) (bool, error) {
+	head, rest, _ := strings.Cut(rec, recordSep)
 	if head != "0" && head != "1" {
 		return false, fmt.Errorf("redis: bad record %q", rec)
 	}
-	for i := range items {
+	for i := range results {
 		var it string
-		if i == len(items)-1 {
+		if i == len(results)-1 {
 			it, rest = rest, ""
 		} else {
-			it, rest, _ = strings.Cut(rest, "|")
+			it, rest, _ = strings.Cut(rest, recordSep)
 		}
-		var v [7]int64
-		for f := range fields {
+		var v [recordFields]int64
+		for f := range v {
 			var x string
-			x, it, _ = strings.Cut(it, ",")
+			x, it, _ = strings.Cut(it, fieldSep)
 			n, err := strconv.ParseInt(x, 10, 64)
 			if err != nil {
 				return false, fmt.Errorf("redis: bad record %q: item %d field %d: %w", rec, i, f, err)
 			}
 			v[f] = n
 		}
-		items[i] = itemRecord{
-			res:  store.Result{Result: bucket.Result{Allowed: v[0] == 1, Never: v[1] == 1, Remaining: v[2], RetryAfter: v[3]}, ResetAfter: v[4]},
-			remR: v[5], resetR: v[6],
-		}
+		results[i] = result(v[replyFlags], v[replyRemaining], v[replyRetry], v[replyReset])
 	}
 	if rest != "" {
-		return false, fmt.Errorf("redis: record %q has more than %d items", rec, len(items))
+		return false, fmt.Errorf("redis: record %q has more than %d items", rec, len(results))
 	}
 	return head == "1", nil
 }
@@ -61,19 +139,21 @@ func appendRecord(b []byte, allowed bool, results []store.Result) []byte {
 	} else {
 		b = append(b, '0')
 	}
-	flag := func(v bool) byte {
-		if v {
-			return '1'
-		}
-		return '0'
-	}
 	for _, r := range results {
-		b = append(b, '|', flag(r.Allowed), ',', flag(r.Never), ',')
-		b = strconv.AppendInt(b, r.Remaining, 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, r.RetryAfter, 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, r.ResetAfter, 10)
+		var flags int64
+		if r.Allowed {
+			flags |= flagAllowed
+		}
+		if r.Never {
+			flags |= flagNever
+		}
+		b = append(b, recordSep...)
+		for f, x := range [recordFields]int64{flags, r.Remaining, r.RetryAfter, r.ResetAfter} {
+			if f > 0 {
+				b = append(b, fieldSep...)
+			}
+			b = strconv.AppendInt(b, x, 10)
+		}
 	}
 	return b
 }
@@ -93,8 +173,8 @@ func parseSettle(s string) ([]settleEntry, error) {
 		return nil, nil
 	}
 	var out []settleEntry
-	for e := range strings.SplitSeq(s, ";") {
-		f := strings.Split(e, ",")
+	for e := range strings.SplitSeq(s, chainSep) {
+		f := strings.Split(e, fieldSep)
 		if len(f) != 5 {
 			return nil, fmt.Errorf("redis: bad settle entry %q", e)
 		}

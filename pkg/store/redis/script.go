@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"context"
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
@@ -15,23 +14,56 @@ var (
 	luaBignum string
 	//go:embed lua/bucket.lua
 	luaBucket string
-	//go:embed lua/decide.lua
-	luaDecide string
+	//go:embed lua/fast.lua
+	luaFast string
+	//go:embed lua/codec.lua
+	luaCodec string
+	//go:embed lua/ops.lua
+	luaOps string
 )
 
-// script is the one Lua script every decision runs: the three files
-// concatenated (each defines locals the next uses).
-var script = newScript(luaBignum, luaBucket, luaDecide)
+// script is the code every call runs: the contract generated from
+// contract.go, then the files, concatenated (each defines locals the next
+// uses): bignums, the bucket arithmetic on them, the same on plain
+// numbers, the codec, and the operations with their one entry, main.
+var script = newScript(luaContract, luaBignum, luaBucket, luaFast, luaCodec, luaOps)
 
+// luaScript is that code in two forms. As a Redis function library
+// (Redis 7 and Valkey: FUNCTION LOAD once, then FCALL), its definitions
+// run once, on the first call (a library's top level may not touch
+// Lua's standard library, so it is wrapped in build), and every later
+// call runs only main: that is most of the script's cost saved on every
+// call. As an EVAL script (older servers, or where FUNCTION is not
+// allowed) it defines everything on every call. Both are named by a hash
+// of the code, so replicas running different versions of tokengate never
+// replace each other's code.
 type luaScript struct {
-	src string
-	sha string
+	name    string // the library and its function
+	library string // FUNCTION LOAD source
+	src     string // EVAL source
+	sha     string // of src
 }
 
 func newScript(parts ...string) luaScript {
-	src := strings.Join(parts, "\n")
-	sum := sha1.Sum([]byte(src))
-	return luaScript{src: src, sha: hex.EncodeToString(sum[:])}
+	body := strings.Join(parts, "\n")
+	sum := sha1.Sum([]byte(body))
+	name := "tokengate_" + hex.EncodeToString(sum[:8])
+	l := luaScript{
+		name:    name,
+		library: "#!lua name=" + name + "\nlocal entry\nlocal function build()\n" + body + "\nreturn main\nend\n" +
+			"redis.register_function('" + name + "', function(keys, args)\n" +
+			"  if not entry then entry = build() end\n  return entry(keys, args)\nend)\n",
+		src: "local EVAL_KEYS, EVAL_ARGV = KEYS, ARGV\n" + body +
+			"\nif redis.replicate_commands then pcall(redis.replicate_commands) end\nreturn main(EVAL_KEYS, EVAL_ARGV)\n",
+	}
+	srcSum := sha1.Sum([]byte(l.src))
+	l.sha = hex.EncodeToString(srcSum[:])
+	return l
+}
+
+// fcall builds the FCALL of the library's function.
+func (l luaScript) fcall(c rueidis.Client, keys, args []string) rueidis.Completed {
+	return c.B().Fcall().Function(l.name).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
 // evalsha builds the EVALSHA call of the script.
@@ -42,40 +74,4 @@ func (l luaScript) evalsha(c rueidis.Client, keys, args []string) rueidis.Comple
 // eval builds the EVAL call, which also loads the script into the cache.
 func (l luaScript) eval(c rueidis.Client, keys, args []string) rueidis.Completed {
 	return c.B().Eval().Script(l.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-}
-
-// call runs the script by SHA: one round trip while the script is cached.
-// A NOSCRIPT answer (SCRIPT FLUSH, a restart, a failover to a node that
-// never saw it) costs one more round trip: EVAL sends the source, which
-// caches it again.
-func (s *Store) call(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, error) {
-	res := s.client.Do(ctx, script.evalsha(s.client, keys, args))
-	if e, ok := rueidis.IsRedisErr(res.Error()); ok && e.IsNoScript() {
-		s.metrics.reloads.Inc()
-		res = s.client.Do(ctx, script.eval(s.client, keys, args))
-	}
-	return res.ToArray()
-}
-
-// callMulti runs several calls at once (one per hash slot; the cluster
-// client sends each to its node, pipelined) and retries NOSCRIPT ones.
-func (s *Store) callMulti(ctx context.Context, calls []call) {
-	cmds := make(rueidis.Commands, len(calls))
-	for i := range calls {
-		cmds[i] = script.evalsha(s.client, calls[i].keys, calls[i].args)
-	}
-	for i, res := range s.client.DoMulti(ctx, cmds...) {
-		if e, ok := rueidis.IsRedisErr(res.Error()); ok && e.IsNoScript() {
-			s.metrics.reloads.Inc()
-			res = s.client.Do(ctx, script.eval(s.client, calls[i].keys, calls[i].args))
-		}
-		calls[i].reply, calls[i].err = res.ToArray()
-	}
-}
-
-// call is one script call of a multi-slot request.
-type call struct {
-	keys, args []string
-	reply      []rueidis.RedisMessage
-	err        error
 }

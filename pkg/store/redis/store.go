@@ -57,6 +57,7 @@ type Store struct {
 	// forgot is the latest cursor of a new bucket that was full and so
 	// not stored (RequestTime only; see doc.go).
 	forgot              atomic.Int64
+	evalOnly            atomic.Bool // the server has no functions: call by EVALSHA (calls.go)
 	windowMs, pendingMs string
 }
 
@@ -180,62 +181,52 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	for i, t := range tags {
 		keys[i] = s.bucketKey(t)
 	}
-	idMode, fp := "0", ""
+	idMode, fp := idNone, ""
 	if req.ID != "" {
-		idMode, fp = "1", fingerprint(req.Items)
+		idMode, fp = idLast, fingerprint(req.Items)
 		keys = append(keys, s.idKey(tags[0], req.ID))
 	}
-	args := s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), "d", req, idMode, len(req.Items), fp)
+	args := s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, req, idMode, len(req.Items), fp)
 	for i := range req.Items {
 		args = s.item(args, &req.Items[i], req.Now)
 	}
-	reply, err := s.call(ctx, keys, args)
+	msgs, err := s.call(ctx, keys, args)
 	if err != nil {
 		return store.Outcome{}, fmt.Errorf("redis: decide %d items: %w", len(req.Items), err)
 	}
-	kind, rec, err := s.replyHead(reply)
+	var small [8]itemRecord
+	items := small[:0]
+	if n := len(req.Items); n > len(small) {
+		items = make([]itemRecord, n)
+	} else {
+		items = small[:n]
+	}
+	r, err := s.decodeReply(msgs, items)
 	switch {
 	case err != nil:
 		return store.Outcome{}, err
-	case kind == replyPending:
+	case r.kind == kindPending:
 		return s.awaitReplay(ctx, req, results, keys[len(keys)-1])
+	case r.kind == kindReplay:
+		return s.replay(r.record, results[:len(req.Items)])
 	}
-	return s.fill(rec, kind == replyReplay, results[:len(req.Items)])
+	for i := range items {
+		results[i] = items[i].res
+	}
+	return store.Outcome{Allowed: r.allowed}, nil
 }
 
-// Reply kinds (the script's first element).
-const (
-	replyDecided = 0
-	replyReplay  = 1 // the request id's answer, kept from before
-	replyPending = 2 // another call with this request id is deciding
-)
-
-// replyHead reads a reply's kind and record and raises forgot.
-func (s *Store) replyHead(reply []rueidis.RedisMessage) (int64, string, error) {
-	if len(reply) == 0 {
-		return 0, "", errors.New("redis: empty reply")
-	}
-	kind, err := reply[0].AsInt64()
-	if err != nil || kind == replyPending {
-		return kind, "", err
-	}
-	if len(reply) < 2 {
-		return 0, "", errors.New("redis: short reply")
-	}
-	rec, err := reply[1].ToString()
-	if err != nil {
-		return 0, "", err
-	}
-	if kind == replyDecided && len(reply) > 2 {
-		if f, _ := reply[2].ToString(); f != "" {
-			u, err := strconv.ParseUint(f, 10, 64)
-			if err != nil {
-				return 0, "", fmt.Errorf("redis: bad forgotten cursor %q", f)
-			}
-			s.raiseForgot(unbias(u))
+// decodeReply decodes a reply and raises forgot.
+func (s *Store) decodeReply(msgs []rueidis.RedisMessage, items []itemRecord) (reply, error) {
+	r, err := decodeReply(msgs, items)
+	if err == nil && r.forgot != "" {
+		u, perr := strconv.ParseUint(r.forgot, 10, 64)
+		if perr != nil {
+			return r, fmt.Errorf("redis: bad forgotten cursor %q", r.forgot)
 		}
+		s.raiseForgot(unbias(u))
 	}
-	return kind, rec, nil
+	return r, err
 }
 
 func (s *Store) raiseForgot(v int64) {
@@ -243,26 +234,14 @@ func (s *Store) raiseForgot(v int64) {
 	}
 }
 
-// fill copies a decision record into results.
-func (s *Store) fill(rec string, replayed bool, results []store.Result) (store.Outcome, error) {
-	var small [8]itemRecord
-	var items []itemRecord
-	if len(results) > len(small) {
-		items = make([]itemRecord, len(results))
-	} else {
-		items = small[:len(results)]
-	}
-	allowed, err := parseRecord(rec, items, 5)
+// replay answers from a request id's record.
+func (s *Store) replay(rec string, results []store.Result) (store.Outcome, error) {
+	allowed, err := parseRecord(rec, results)
 	if err != nil {
 		return store.Outcome{}, err
 	}
-	for i := range items {
-		results[i] = items[i].res
-	}
-	if replayed {
-		s.metrics.replays.Inc()
-	}
-	return store.Outcome{Allowed: allowed, Replayed: replayed}, nil
+	s.metrics.replays.Inc()
+	return store.Outcome{Allowed: allowed, Replayed: true}, nil
 }
 
 // awaitReplay waits, within ctx, for the call that holds the request id to
@@ -278,13 +257,13 @@ func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []s
 			return store.Outcome{}, fmt.Errorf("redis: request id %q still being decided: %w", req.ID, ctx.Err())
 		case <-t.C:
 		}
-		rec, err := s.client.Do(ctx, s.client.B().Hget().Key(idKey).Field("rec").Build()).ToString()
+		rec, err := s.client.Do(ctx, s.client.B().Hget().Key(idKey).Field(idFieldRecord).Build()).ToString()
 		switch {
 		case rueidis.IsRedisNil(err):
 			return s.decide(ctx, req, results)
 		case err != nil:
 			return store.Outcome{}, fmt.Errorf("redis: read request id answer: %w", err)
-		case rec != "pending":
+		case rec != idPending:
 			// The answer is in: decide again, which replays it (and counts
 			// the replay against MaxReplays).
 			return s.decide(ctx, req, results)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -66,39 +68,47 @@ func TestTTLUntilFull(t *testing.T) {
 }
 
 // TestOneRoundTrip counts the commands Redis processed: exactly one per
-// decision (the EVALSHA), even for several buckets and a request id.
+// decision (the FCALL, or the EVALSHA on a server without functions),
+// even for several buckets and a request id.
 func TestOneRoundTrip(t *testing.T) {
-	srv := redistest.Start(t)
-	c := newClient(t, srv.Addr())
-	s := newStore(t, c, Options{})
-	v := storetest.Version(t, 1, 1000, "100/s")
-	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // loads the script
-	before := commandStats(t, srv.Addr())
-	const n = 200
-	for i := range n {
-		items := []store.Item{{Key: "a", Version: v, Cost: 1}, {Key: "b" + strconv.Itoa(i%7), Version: v, Cost: 1}}
-		res := make([]store.Result, 2)
-		if _, err := s.Decide(context.Background(), &store.Request{ID: "id-" + strconv.Itoa(i), Items: items}, res); err != nil {
-			t.Fatal(err)
-		}
-	}
-	after := commandStats(t, srv.Addr())
-	// Commands the script runs inside Redis are counted too; what the
-	// client sent is everything else (and the INFO of commandStats).
-	inner := map[string]bool{"time": true, "hmget": true, "hset": true, "pexpire": true, "del": true, "hincrby": true, "info": true}
-	// The client may open another pipelined connection while the requests
-	// run; its handshake is per connection, not per decision, and bounded.
-	handshake := map[string]bool{"hello": true, "client|setinfo": true, "client|tracking": true, "select": true, "auth": true, "ping": true}
-	for cmd, calls := range after {
-		d := calls - before[cmd]
-		switch {
-		case cmd == "evalsha" && d != n:
-			t.Errorf("%d EVALSHA for %d decisions, want exactly one each", d, n)
-		case handshake[cmd] && d > 8:
-			t.Errorf("%d %s calls: more connections opened than the pool holds", d, cmd)
-		case cmd != "evalsha" && !inner[cmd] && !handshake[cmd] && d != 0:
-			t.Errorf("%d %s calls: a decision sent more than its EVALSHA", d, cmd)
-		}
+	for _, mode := range []string{"fcall", "evalsha"} {
+		t.Run(mode, func(t *testing.T) {
+			srv := redistest.Start(t)
+			c := newClient(t, srv.Addr())
+			s := newStore(t, c, Options{})
+			s.evalOnly.Store(mode == "evalsha")
+			v := storetest.Version(t, 1, 1000, "100/s")
+			decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // loads the script
+			before := commandStats(t, srv.Addr())
+			const n = 200
+			for i := range n {
+				items := []store.Item{{Key: "a", Version: v, Cost: 1}, {Key: "b" + strconv.Itoa(i%7), Version: v, Cost: 1}}
+				res := make([]store.Result, 2)
+				if _, err := s.Decide(context.Background(), &store.Request{ID: "id-" + strconv.Itoa(i), Items: items}, res); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after := commandStats(t, srv.Addr())
+			// Commands the script runs inside Redis are counted too; what
+			// the client sent is everything else (and the INFO of
+			// commandStats).
+			inner := map[string]bool{"time": true, "mget": true, "set": true, "hmget": true, "hset": true, "pexpire": true, "del": true, "hincrby": true, "info": true}
+			// The client may open another pipelined connection while the
+			// requests run; its handshake is per connection, not per
+			// decision, and bounded.
+			handshake := map[string]bool{"hello": true, "client|setinfo": true, "client|tracking": true, "select": true, "auth": true, "ping": true}
+			for cmd, calls := range after {
+				d := calls - before[cmd]
+				switch {
+				case cmd == mode && d != n:
+					t.Errorf("%d %s for %d decisions, want exactly one each", d, mode, n)
+				case handshake[cmd] && d > 8:
+					t.Errorf("%d %s calls: more connections opened than the pool holds", d, cmd)
+				case cmd != mode && !inner[cmd] && !handshake[cmd] && d != 0:
+					t.Errorf("%d %s calls: a decision sent more than its %s", d, cmd, mode)
+				}
+			}
+		})
 	}
 }
 
@@ -122,26 +132,35 @@ func commandStats(t testing.TB, addr string) map[string]int64 {
 	return m
 }
 
-// TestScriptFlush: after SCRIPT FLUSH the next call reloads the script by
-// EVAL and decisions go on, balances intact.
+// TestScriptFlush: after FUNCTION FLUSH (or, without functions, SCRIPT
+// FLUSH) the next call loads the code again and decisions go on,
+// balances intact.
 func TestScriptFlush(t *testing.T) {
-	srv := redistest.Start(t)
-	c := newClient(t, srv.Addr())
-	s := newStore(t, c, Options{})
-	v := storetest.Version(t, 1, 10, "1/h")
-	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 3})
-	before := commandStats(t, srv.Addr())["eval"]
-	if _, err := redistest.Do(srv.Addr(), "SCRIPT", "FLUSH"); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
-	}
-	if _, res := decide(t, s, 0, store.Item{Key: "a", Version: v}); res[0].Remaining != 4 {
-		t.Fatalf("after SCRIPT FLUSH: %d tokens, want 4", res[0].Remaining)
-	}
-	if got := commandStats(t, srv.Addr())["eval"] - before; got != 1 {
-		t.Fatalf("%d EVAL calls after the flush, want one reload", got)
+	for _, tc := range []struct{ mode, flush, reload string }{
+		{"fcall", "FUNCTION", "function|load"},
+		{"evalsha", "SCRIPT", "eval"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			srv := redistest.Start(t)
+			c := newClient(t, srv.Addr())
+			s := newStore(t, c, Options{})
+			s.evalOnly.Store(tc.mode == "evalsha")
+			v := storetest.Version(t, 1, 10, "1/h")
+			decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 3})
+			before := commandStats(t, srv.Addr())[tc.reload]
+			if _, err := redistest.Do(srv.Addr(), tc.flush, "FLUSH"); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
+			}
+			if _, res := decide(t, s, 0, store.Item{Key: "a", Version: v}); res[0].Remaining != 4 {
+				t.Fatalf("after %s FLUSH: %d tokens, want 4", tc.flush, res[0].Remaining)
+			}
+			if got := commandStats(t, srv.Addr())[tc.reload] - before; got != 1 {
+				t.Fatalf("%d %s calls after the flush, want one reload", got, tc.reload)
+			}
+		})
 	}
 }
 
@@ -182,20 +201,50 @@ func TestClockBehindCursor(t *testing.T) {
 	v := storetest.Version(t, 1, 2, "1/s")
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 2})
 	key := s.bucketKey(tag("a"))
-	cursor, err := c.Do(context.Background(), c.B().Hget().Key(key).Field("a").Build()).ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ahead, _ := strconv.ParseInt(cursor, 10, 64)
+	rec := readRecord(t, c, key)
+	ahead, _ := strconv.ParseInt(rec[recCursor], 10, 64)
 	ahead += int64(10 * time.Second) // the clock is now 10s behind the cursor
-	if err := c.Do(context.Background(), c.B().Hset().Key(key).FieldValue().FieldValue("a", strconv.FormatInt(ahead, 10)).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	rec[recCursor] = strconv.FormatInt(ahead, 10)
+	writeRecord(t, c, key, rec)
 	out, res := decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
 	if out.Allowed || res[0].RetryAfter < int64(10*time.Second) || res[0].RetryAfter > int64(11*time.Second) {
 		t.Fatalf("clock 10s behind the cursor: %+v %+v, want a wait of about 11s", out, res[0])
 	}
-	if got, _ := c.Do(context.Background(), c.B().Hget().Key(key).Field("a").Build()).ToString(); got != strconv.FormatInt(ahead, 10) {
+	if got := readRecord(t, c, key)[recCursor]; got != strconv.FormatInt(ahead, 10) {
 		t.Fatalf("the cursor moved back: %s, was %d", got, ahead)
+	}
+}
+
+// A bucket record's fields (lua/codec.lua), as tests read them.
+const (
+	recTokens = iota
+	recFrac
+	recCursor
+	recActivation
+	recPid
+	recVid
+	recVersion
+	recFields
+)
+
+// readRecord reads a bucket's record, split into its fields.
+func readRecord(t testing.TB, c rueidis.Client, key string) []string {
+	t.Helper()
+	s, err := c.Do(context.Background(), c.B().Get().Key(key).Build()).ToString()
+	if err != nil {
+		t.Fatalf("read bucket %s: %v", key, err)
+	}
+	f := strings.SplitN(s, recSep, recFields)
+	if len(f) != recFields {
+		t.Fatalf("bucket %s: record %q has %d fields, want %d", key, s, len(f), recFields)
+	}
+	return f
+}
+
+// writeRecord replaces a bucket's record, keeping its TTL.
+func writeRecord(t testing.TB, c rueidis.Client, key string, f []string) {
+	t.Helper()
+	if err := c.Do(context.Background(), c.B().Set().Key(key).Value(strings.Join(f, recSep)).Keepttl().Build()).Error(); err != nil {
+		t.Fatalf("write bucket %s: %v", key, err)
 	}
 }

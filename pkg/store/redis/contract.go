@@ -1,0 +1,167 @@
+package redis
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The contract between the store and its Lua script: every position,
+// separator and constant the two sides share is defined here, once, and
+// generated into the script as Lua locals (luaContract) when it is
+// loaded. The Lua files use only these names, never a literal offset.
+//
+// Arguments (ARGV, 1-based). The header comes first, then itemArgs
+// arguments per item (decide and reserve) or settleArgs per bucket
+// (settle); a settle that records a request id's answer adds it last.
+const (
+	argOp         = iota + 1 // opDecide, opReserve or opSettle
+	argNow                   // "" reads Redis TIME; else the request's instant, biased
+	argFloor                 // earliest cursor of a new bucket, biased, or ""
+	argExpire                // "1": keys live until full
+	argPid                   // this process's identity
+	argIDMode                // idNone, idLast (the request id key is the last key), idRelease
+	argWindow                // ms a request id's answer is kept
+	argPending               // ms a reserve's claim on a request id is kept
+	argItems                 // number of items
+	argFP                    // fingerprint of the request's buckets and costs (request ids only)
+	argMaxReplays            // store.MaxReplays
+	headerArgs    = iota
+)
+
+// Item arguments, offsets within an item's block.
+const (
+	itemCost    = iota + 1 // signed tokens
+	itemAt                 // the version's activation, a signed ns offset back from now
+	itemVid                // the version's ID in this process
+	itemVersion            // revision, capacity, rate tokens, rate period, joined by verSep
+	itemCap                // capacity
+	itemN                  // rate tokens
+	itemPer                // rate period, ns
+	itemMode               // on_resize: "clamp" or "scale"
+	itemChain              // earlier versions (see encodeVersion)
+	itemArgs    = iota
+)
+
+// Settle arguments, offsets within a bucket's block.
+const (
+	settleUnits = iota + 1 // units to add back
+	settlePer              // the period the units are counted in
+	settleNew              // "1": the bucket was new at the reserve
+	settleArgs  = iota
+)
+
+// Operations and request id modes.
+const (
+	opDecide  = "d"
+	opReserve = "r"
+	opSettle  = "s"
+
+	idNone    = "0"
+	idLast    = "1"
+	idRelease = "2"
+)
+
+// The reply is a flat array: replyHead fields, then replyItemFields per
+// item. Values are integers below 2^53, or decimal strings for larger
+// ones (the bignum path).
+const (
+	replyKind    = iota // kindDecided, kindReplay or kindPending
+	replyAllowed        // 1 when the request was allowed
+	replyForgot         // latest cursor of a full new bucket not stored (RequestTime), biased, or ""
+	replySettle         // a reserve's settle entries (see settleEntry)
+	replyClaimed        // 1 when a reserve claimed the request id
+	replyHead    = iota
+)
+
+// A replay's reply is {kindReplay, record}.
+const replyRecord = 1
+
+// Reply item fields.
+const (
+	replyFlags = iota // flagAllowed | flagNever | flagSnapshot
+	replyRemaining
+	replyRetry
+	replyReset
+	// A decide's snapshot of a rejected bucket (flagSnapshot): its
+	// uncharged balance's fraction and cursor, counted from the script's
+	// now; a reserve's remaining and reset should the request be rejected.
+	replyExtra1
+	replyExtra2
+	replyItemFields = iota
+)
+
+// Reply kinds and item flags.
+const (
+	kindDecided = 0
+	kindReplay  = 1 // the request id's answer, kept from before
+	kindPending = 2 // another call with this request id is deciding
+
+	flagAllowed  = 1
+	flagNever    = 2
+	flagSnapshot = 4 // decided in plain numbers under the item's own version
+)
+
+// Separators of the text records: a bucket (recSep; see lua/codec.lua), a
+// version string (verSep), a version chain (chainSep between versions,
+// fieldSep within one), a replay record (recordSep between items,
+// fieldSep within one) and settle entries (chainSep, fieldSep).
+const (
+	recSep    = ","
+	verSep    = ":"
+	chainSep  = ";"
+	fieldSep  = ","
+	recordSep = "|"
+)
+
+// A request id's answer is a hash of these fields; a reserve's claim
+// holds idPending as its record until the settle writes the answer.
+const (
+	idFieldFP     = "fp"
+	idFieldLeft   = "left"
+	idFieldRecord = "rec"
+	idPending     = "pending"
+)
+
+// fastLimit bounds every operand and intermediate of the script's plain
+// number path (lua/fast.lua): doubles are exact integers below 2^53, and
+// 2^52 leaves room for one sum of two such values.
+const fastLimit = 1 << 52
+
+// luaContract is the Lua prelude that defines the names above.
+var luaContract = func() string {
+	var b strings.Builder
+	b.WriteString("-- generated from contract.go: the Go<->Lua contract\n")
+	for _, c := range []struct {
+		name  string
+		value any
+	}{
+		{"ARG_OP", argOp}, {"ARG_NOW", argNow}, {"ARG_FLOOR", argFloor}, {"ARG_EXPIRE", argExpire},
+		{"ARG_PID", argPid}, {"ARG_ID_MODE", argIDMode}, {"ARG_WINDOW", argWindow}, {"ARG_PENDING", argPending},
+		{"ARG_ITEMS", argItems}, {"ARG_FP", argFP}, {"ARG_MAX_REPLAYS", argMaxReplays}, {"HEADER_ARGS", headerArgs},
+		{"ITEM_COST", itemCost}, {"ITEM_AT", itemAt}, {"ITEM_VID", itemVid}, {"ITEM_VERSION", itemVersion},
+		{"ITEM_CAP", itemCap}, {"ITEM_N", itemN}, {"ITEM_PER", itemPer}, {"ITEM_MODE", itemMode},
+		{"ITEM_CHAIN", itemChain}, {"ITEM_ARGS", itemArgs},
+		{"SETTLE_UNITS", settleUnits}, {"SETTLE_PER", settlePer}, {"SETTLE_NEW", settleNew}, {"SETTLE_ARGS", settleArgs},
+		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle},
+		{"ID_NONE", idNone}, {"ID_LAST", idLast}, {"ID_RELEASE", idRelease},
+		{"KIND_DECIDED", kindDecided}, {"KIND_REPLAY", kindReplay}, {"KIND_PENDING", kindPending},
+		{"FLAG_ALLOWED", flagAllowed}, {"FLAG_NEVER", flagNever}, {"FLAG_SNAPSHOT", flagSnapshot},
+		{"REC_SEP", recSep}, {"VER_SEP", verSep}, {"CHAIN_SEP", chainSep}, {"FIELD_SEP", fieldSep}, {"RECORD_SEP", recordSep},
+		{"FAST_LIMIT", fastLimit},
+		// Lua arrays count from 1.
+		{"REPLY_KIND", replyKind + 1}, {"REPLY_ALLOWED", replyAllowed + 1}, {"REPLY_FORGOT", replyForgot + 1},
+		{"REPLY_SETTLE", replySettle + 1}, {"REPLY_CLAIMED", replyClaimed + 1}, {"REPLY_HEAD", replyHead},
+		{"REPLY_FLAGS", replyFlags + 1}, {"REPLY_REMAINING", replyRemaining + 1}, {"REPLY_RETRY", replyRetry + 1},
+		{"REPLY_RESET", replyReset + 1}, {"REPLY_EXTRA1", replyExtra1 + 1}, {"REPLY_EXTRA2", replyExtra2 + 1},
+		{"REPLY_ITEM_FIELDS", replyItemFields}, {"REPLY_RECORD", replyRecord + 1},
+		{"ID_FIELD_FP", idFieldFP}, {"ID_FIELD_LEFT", idFieldLeft}, {"ID_FIELD_RECORD", idFieldRecord}, {"ID_PENDING", idPending},
+	} {
+		switch v := c.value.(type) {
+		case int:
+			fmt.Fprintf(&b, "local %s = %d\n", c.name, v)
+		case string:
+			fmt.Fprintf(&b, "local %s = %q\n", c.name, v)
+		}
+	}
+	return b.String()
+}()

@@ -1,0 +1,342 @@
+-- ops: the script's operations, one named function each, behind the one
+-- dispatch at the end: decide and reserve (decideop) and settle
+-- (settleop) buckets that live in one hash slot. See doc.go for the
+-- design and contract.go for every layout.
+-- The call's header (see main) and the latest cursor of a full new
+-- bucket it did not store (decimal).
+local OP, EXPIRE, PID, IDMODE, NITEMS, FLOOR, forgot
+
+local function raise(a)
+  if not forgot or deccmp(a, forgot) > 0 then forgot = a end
+end
+
+-- An engine decides a bucket in plain numbers (FAST) or in bignums (BIG);
+-- a bucket's engine is chosen when it is loaded.
+local FAST = {
+  decide = fdecide,
+  untilfull = funtilfull,
+  cost = tonumber,
+  out = function(x) return x end,
+  full = function(p, s) return s.t >= p.c end,
+  zero = function(x) return x == 0 end,
+  enc = function(s) return string.format('%.0f', s.t) .. REC_SEP .. string.format('%.0f', s.f) .. REC_SEP .. fastabs(s.a) end,
+  cursor = function(s) return fastabs(s.a) end,
+  ms = function(ns)
+    local q, r = fdiv(ns, 1e6)
+    if r > 0 then q = q + 1 end
+    return string.format('%.0f', q)
+  end,
+}
+local BIG = {
+  decide = function(p, s, cost) return decide(p, s, nowbig(), cost) end,
+  untilfull = function(p, s) return untilfull(p, s, nowbig()) end,
+  cost = signed,
+  out = str,
+  full = function(p, s) return cmp(s.t, p.c) >= 0 end,
+  zero = iszero,
+  enc = function(s) return str(s.t) .. REC_SEP .. str(s.f) .. REC_SEP .. str(s.a) end,
+  cursor = function(s) return str(s.a) end,
+  ms = function(ns)
+    local q, r = divmod(ns, {1000000})
+    if not iszero(r) then q = add(q, {1}) end
+    return str(q)
+  end,
+}
+
+local function fastparams(it)
+  local c, p = tonumber(it.c), tonumber(it.p)
+  if not fits(c, p) then return nil end
+  return {c = c, n = tonumber(it.n), p = p}
+end
+
+local function bigparams(it) return {c = num(it.c), n = num(it.n), p = num(it.p)} end
+
+-- newbucket is a bucket not stored yet: full, its cursor at now or, if
+-- later, at FLOOR.
+local function newbucket(it, big)
+  local w = {new = true, pid = PID, vid = it.vid, ver = it.ver}
+  local p = not big and fastparams(it)
+  if p then
+    local a = 0
+    if FLOOR ~= '' then a = fastrel(FLOOR) end
+    if a then
+      if a < 0 then a = 0 end
+      w.E, w.p, w.s = FAST, p, {t = p.c, f = 0, a = a}
+      return w
+    end
+  end
+  local bp, at = bigparams(it), nowbig()
+  if FLOOR ~= '' and cmp(num(FLOOR), at) > 0 then at = num(FLOOR) end
+  w.E, w.p, w.s = BIG, bp, full(bp, at)
+  return w
+end
+
+-- convert decides which version a stored bucket of another version is
+-- decided under: the item's when it is newer (a higher revision; at the
+-- same revision a higher version ID of this process, whose chain is
+-- walked as bucket.Version.Bring does, or another process's version
+-- activated later), else the stored one: a bucket never moves back.
+local function convert(it, s, act, spid, svid, sver)
+  local now = nowbig()
+  local srev, sc, sn, sp = readver(sver)
+  local from = {c = num(sc), n = num(sn), p = num(sp)}
+  local at = back(signed(it.at))
+  local move, walk = false, false
+  local c = deccmp(readver(it.ver), srev)
+  if c > 0 then
+    move = true
+  elseif c == 0 then
+    if spid == PID then
+      if deccmp(it.vid, svid) > 0 then move, walk = true, true end
+    elseif cmp(at, num(act)) > 0 then
+      move = true
+    end
+  end
+  if not move then return {E = BIG, p = from, s = refill(from, s, now), act = act, pid = spid, vid = svid, ver = sver} end
+  local to, done = bigparams(it), false
+  if walk and it.chain ~= '' then
+    local ch = chain(it.chain, at)
+    for k = 1, #ch do
+      if ch[k].v == svid then
+        for j = k - 1, 1, -1 do s = transition(s, ch[j + 1].p, ch[j].p, ch[j].at, ch[j].mode) end
+        s = transition(s, ch[1].p, to, at, it.mode)
+        done = true
+        break
+      end
+    end
+  end
+  if not done then s = transition(s, from, to, at, it.mode) end
+  return {E = BIG, p = to, s = refill(to, s, now), act = str(at), pid = PID, vid = it.vid, ver = it.ver, dirty = true}
+end
+
+-- load is the bucket stored as rec brought to the version it is decided
+-- under and refilled to now: {E, p, s, identity, new, dirty}. A bucket
+-- of the item's version, or of another process's at the same revision
+-- with the same parameters (the usual case), needs no conversion.
+local function load(rec, it, big)
+  if not rec then return newbucket(it, big) end
+  local t, f, a, act, spid, svid, sver = readrec(rec)
+  if sver ~= it.ver or (spid == PID and svid ~= it.vid) then
+    return convert(it, {t = num(t), f = num(f), a = num(a)}, act, spid, svid, sver)
+  end
+  local w = {act = act, pid = spid, vid = svid, ver = sver}
+  local p = not big and fastparams(it)
+  local ra = p and fastrel(a)
+  if ra then
+    w.E, w.p, w.s = FAST, p, frefill(p, {t = tonumber(t), f = tonumber(f), a = ra})
+    return w
+  end
+  local bp = bigparams(it)
+  w.E, w.p, w.s = BIG, bp, refill(bp, {t = num(t), f = num(f), a = num(a)}, nowbig())
+  return w
+end
+
+-- put writes a bucket's state st; ttl is its time until full. With expiry
+-- the key lives exactly that long, a full bucket is deleted, and a state
+-- that is only a refill of the stored one (not dirty) is not written: the
+-- stored one refills to the same balance and is full at the same
+-- instant. Without expiry (tests that drive time) every bucket is
+-- written, except a new full one, whose cursor is reported instead.
+local function put(w, st, ttl, dirty)
+  local E = w.E
+  if EXPIRE then
+    if E.zero(ttl) then
+      if dirty and not w.new then redis.call('DEL', w.key) end
+      return
+    end
+    if not dirty then return end
+  elseif w.new and E.full(w.p, st) then
+    raise(E.cursor(st))
+    return
+  end
+  local rec = writerec(E.enc(st), w.act or activation(w.it.at), w.pid, w.vid, w.ver)
+  if EXPIRE then
+    redis.call('SET', w.key, rec, 'PX', E.ms(ttl))
+  else
+    redis.call('SET', w.key, rec)
+  end
+end
+
+local function resetr(w)
+  if not w.resetr then w.resetr = w.E.untilfull(w.p, w.s) end
+  return w.resetr
+end
+
+-- claim looks up the request id: its replay reply, or whether to record
+-- this answer. A reserve claims a new id (ID_PENDING) for its settle.
+local function claim()
+  if IDMODE == ID_NONE then return nil, false end
+  local idk = KEYS[NITEMS + 1]
+  local h = redis.call('HMGET', idk, ID_FIELD_FP, ID_FIELD_LEFT, ID_FIELD_RECORD)
+  if h[1] then
+    if h[1] == ARGV[ARG_FP] then
+      if h[3] == ID_PENDING then return {KIND_PENDING}, false end
+      if tonumber(h[2]) > 0 then
+        redis.call('HINCRBY', idk, ID_FIELD_LEFT, -1)
+        local reply = {}
+        reply[REPLY_KIND], reply[REPLY_RECORD] = KIND_REPLAY, h[3]
+        return reply, false
+      end
+    end
+    return nil, false
+  end
+  if OP == OP_RESERVE then
+    redis.call('HSET', idk, ID_FIELD_FP, ARGV[ARG_FP], ID_FIELD_LEFT, ARGV[ARG_MAX_REPLAYS], ID_FIELD_RECORD, ID_PENDING)
+    redis.call('PEXPIRE', idk, ARGV[ARG_PENDING])
+  end
+  return nil, true
+end
+
+local function keepid(rec)
+  local idk = KEYS[NITEMS + 1]
+  redis.call('HSET', idk, ID_FIELD_FP, ARGV[ARG_FP], ID_FIELD_LEFT, ARGV[ARG_MAX_REPLAYS], ID_FIELD_RECORD, rec)
+  redis.call('PEXPIRE', idk, ARGV[ARG_WINDOW])
+end
+
+-- run decides every item in order on its bucket's running state: whether
+-- all were allowed, the buckets in order of first use, each item's result.
+local function run(big)
+  local recs = redis.call('MGET', unpack(KEYS, 1, NITEMS))
+  local works, order, res, allowed = {}, {}, {}, true
+  for i = 1, NITEMS do
+    local key, it = KEYS[i], item(i)
+    local w = works[key]
+    if not w then
+      w = load(recs[i], it, big)
+      w.key, w.idx, w.cur, w.it = key, i, w.s, it
+      works[key] = w
+      order[#order + 1] = w
+    end
+    local r = {w = w}
+    w.cur, r.ok, r.never, r.rem, r.retry = w.E.decide(w.p, w.cur, w.E.cost(it.cost))
+    r.after = w.cur
+    if r.ok and it.cost ~= '0' then w.charged = true end
+    res[i] = r
+    allowed = allowed and r.ok
+  end
+  return allowed, order, res
+end
+
+-- answer fills item i's reply fields. A rejected decide answers each
+-- bucket's uncharged balance and, for a plain-number bucket, a snapshot
+-- of it; a reserve answers both outcomes (the charged one first).
+local function answer(reply, i, r, allowed, reserve)
+  local w, E = r.w, r.w.E
+  local b = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
+  local flags = 0
+  if r.ok then flags = FLAG_ALLOWED end
+  if r.never then flags = flags + FLAG_NEVER end
+  local rem, reset, x1, x2 = r.rem, nil, 0, 0
+  if allowed or reserve then
+    reset = E.untilfull(w.p, r.after)
+    w.reseta = reset -- the last item's is the bucket's
+  end
+  local remr = rem
+  if not r.never then remr = w.s.t end
+  if reserve then
+    x1, x2 = E.out(remr), E.out(resetr(w))
+  elseif not allowed then
+    rem, reset = remr, resetr(w)
+    if E == FAST then flags, x1, x2 = flags + FLAG_SNAPSHOT, w.s.f, w.s.a end
+  end
+  reply[b + REPLY_FLAGS], reply[b + REPLY_REMAINING], reply[b + REPLY_RETRY] = flags, E.out(rem), E.out(r.retry)
+  reply[b + REPLY_RESET], reply[b + REPLY_EXTRA1], reply[b + REPLY_EXTRA2] = E.out(reset), x1, x2
+end
+
+-- settlement writes a reserve's buckets: charged states when allowed, yet
+-- a bucket whose net effect is a refund keeps its uncharged balance until
+-- the settle (never a balance above what either outcome leaves). It
+-- returns the settle entries: "index,dir,units,per,new".
+local function settlement(allowed, order)
+  local settle = {}
+  for k = 1, #order do
+    local w = order[k]
+    local st, ttl, dirty = w.s, nil, w.dirty
+    if allowed then
+      local ur, ua = units(w.p, w.s), units(w.p, w.cur)
+      local c, isnew = cmp(ua, ur), (w.new and '1' or '0')
+      if c > 0 then
+        settle[#settle + 1] = table.concat({w.idx, 'c', str(sub(ua, ur)), str(w.p.p), isnew}, FIELD_SEP)
+      else
+        st, ttl = w.cur, w.reseta
+        if c < 0 then
+          dirty = true
+          settle[#settle + 1] = table.concat({w.idx, 'u', str(sub(ur, ua)), str(w.p.p), isnew}, FIELD_SEP)
+        end
+      end
+    end
+    if not ttl and EXPIRE then ttl = resetr(w) end
+    put(w, st, ttl, dirty)
+  end
+  return table.concat(settle, CHAIN_SEP)
+end
+
+-- decideop decides (or, reserve, reserves) the request's items, all or
+-- nothing, and records a new request id's answer.
+local function decideop(reserve)
+  local replay, keep = claim()
+  if replay then return replay end
+  local allowed, order, res = run(reserve)
+  local reply = {}
+  reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, keep and 1 or 0
+  for i = 1, NITEMS do answer(reply, i, res[i], allowed, reserve) end
+  if reserve then
+    reply[REPLY_SETTLE] = settlement(allowed, order)
+  else
+    reply[REPLY_SETTLE] = ''
+    for k = 1, #order do
+      local w = order[k]
+      if allowed then put(w, w.cur, w.reseta, w.dirty or w.charged) else put(w, w.s, resetr(w), w.dirty) end
+    end
+    if keep then keepid(record(reply, NITEMS)) end
+  end
+  reply[REPLY_FORGOT] = forgot or ''
+  return reply
+end
+
+-- settleop adds units (in 1/per of a token) back to buckets, capped at
+-- capacity: the rollback of a reservation, or a deferred refund; and
+-- writes or releases the request id.
+local function settleop()
+  local recs = {}
+  if NITEMS > 0 then recs = redis.call('MGET', unpack(KEYS, 1, NITEMS)) end
+  for i = 1, NITEMS do
+    if recs[i] then
+      local b = HEADER_ARGS + (i - 1) * SETTLE_ARGS
+      local t, f, a, act, spid, svid, sver = readrec(recs[i])
+      local _, sc, sn, sp = readver(sver)
+      local p = {c = num(sc), n = num(sn), p = num(sp)}
+      local w = {E = BIG, p = p, key = KEYS[i], act = act, pid = spid, vid = svid, ver = sver}
+      local s = refill(p, {t = num(t), f = num(f), a = num(a)}, nowbig())
+      local u, per = num(ARGV[b + SETTLE_UNITS]), num(ARGV[b + SETTLE_PER])
+      if cmp(per, p.p) ~= 0 then u = divmod(mul(u, p.p), per) end
+      s = fromunits(p, add(units(p, s), u), s.a)
+      if ARGV[b + SETTLE_NEW] == '1' and not EXPIRE and cmp(s.t, p.c) >= 0 then
+        redis.call('DEL', w.key)
+        raise(str(s.a))
+      else
+        put(w, s, untilfull(p, s, nowbig()), true)
+      end
+    end
+  end
+  if IDMODE == ID_LAST then
+    redis.call('HSET', KEYS[NITEMS + 1], ID_FIELD_RECORD, ARGV[HEADER_ARGS + NITEMS * SETTLE_ARGS + 1])
+    redis.call('PEXPIRE', KEYS[NITEMS + 1], ARGV[ARG_WINDOW])
+  elseif IDMODE == ID_RELEASE then
+    redis.call('DEL', KEYS[NITEMS + 1])
+  end
+  local reply = {}
+  reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_FORGOT] = KIND_DECIDED, 0, forgot or ''
+  reply[REPLY_SETTLE], reply[REPLY_CLAIMED] = '', 0
+  return reply
+end
+
+-- main is the one entry point: it sets the call's state and dispatches.
+local function main(keys, args)
+  KEYS, ARGV = keys, args
+  clock()
+  OP, EXPIRE, PID, IDMODE = ARGV[ARG_OP], ARGV[ARG_EXPIRE] == '1', ARGV[ARG_PID], ARGV[ARG_ID_MODE]
+  NITEMS, FLOOR, forgot = tonumber(ARGV[ARG_ITEMS]), ARGV[ARG_FLOOR], nil
+  if OP == OP_SETTLE then return settleop() end
+  return decideop(OP == OP_RESERVE)
+end
