@@ -49,7 +49,7 @@ func newScript(parts ...string) luaScript {
 	sum := sha1.Sum([]byte(body))
 	name := "tokengate_" + hex.EncodeToString(sum[:8])
 	l := luaScript{
-		name:    name,
+		name: name,
 		library: "#!lua name=" + name + "\nlocal entry\nlocal function build()\n" + body + "\nreturn main\nend\n" +
 			"redis.register_function('" + name + "', function(keys, args)\n" +
 			"  if not entry then entry = build() end\n  return entry(keys, args)\nend)\n",
