@@ -28,8 +28,9 @@ type Options struct {
 	Client rueidis.Client
 	// KeyPrefix starts every key the store writes ["tokengate:"].
 	KeyPrefix string
-	// Timeout bounds one Decide, round trips included [10ms]: well under
-	// Envoy's 20ms default, so that on_store_error answers in time.
+	// Timeout bounds one Decide, round trips included [15ms]: under
+	// Envoy's rate_limit filter timeout (20ms by default) with room for
+	// the gRPC round trip, so that on_store_error answers in time.
 	Timeout time.Duration
 	// ReplayWindow is how long a request id's answer is kept [30s].
 	ReplayWindow time.Duration
@@ -72,7 +73,7 @@ func New(opts Options) (*Store, error) {
 		opts.KeyPrefix = "tokengate:"
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Millisecond
+		opts.Timeout = 15 * time.Millisecond
 	}
 	if opts.ReplayWindow <= 0 {
 		opts.ReplayWindow = 30 * time.Second
