@@ -19,6 +19,13 @@ const (
 	ResultNoRule          = "no_rule"           // no rule matched: OK, nothing consumed
 )
 
+// Answers to a descriptor whose store failed, the values of the "answer"
+// label of tokengate_store_error_answers_total.
+const (
+	AnswerOK        = "ok"         // on_store_error allow, a local budget that covered it, a shadow rule
+	AnswerOverLimit = "over_limit" // on_store_error deny, a spent or failed local budget
+)
+
 // Metrics are the collectors the service and server update directly.
 type Metrics struct {
 	Decisions   *prometheus.CounterVec   // domain, rule, result
@@ -27,8 +34,12 @@ type Metrics struct {
 	StoreErrors *prometheus.CounterVec   // store
 	// StoreFallbacks counts descriptors that on_store_error answered.
 	StoreFallbacks *prometheus.CounterVec // mode: deny, allow, local
-	Reloads        *prometheus.CounterVec // result
-	PolicyInfo     *prometheus.GaugeVec   // revision, sha256
+	// StoreErrorAnswers counts the same descriptors by rule and by the
+	// answer on_store_error gave, so that an OVER_LIMIT of a failing store
+	// is never mistaken for one of a spent bucket (Decisions' over_limit).
+	StoreErrorAnswers *prometheus.CounterVec // domain, rule, mode, answer
+	Reloads           *prometheus.CounterVec // result
+	PolicyInfo        *prometheus.GaugeVec   // revision, sha256
 	// InvalidUTF8 counts requests whose strings held invalid UTF-8 and
 	// were decoded as bytes; method is FrontDoorRateLimit or
 	// FrontDoorExtAuthz.
@@ -61,6 +72,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "tokengate_store_fallbacks_total",
 			Help: "Descriptors answered by their rule's on_store_error while the store failed, by mode (deny, allow, local).",
 		}, []string{"mode"}),
+		StoreErrorAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_store_error_answers_total",
+			Help: "Descriptors whose store failed, by domain, rule, the rule's on_store_error mode and the answer it gave (ok, over_limit).",
+		}, []string{"domain", "rule", "mode", "answer"}),
 		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_policy_reloads_total",
 			Help: "Policy loads by result (success or failure).",
@@ -77,7 +92,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, method := range []string{FrontDoorRateLimit, FrontDoorExtAuthz} {
 		m.InvalidUTF8.WithLabelValues(method)
 	}
-	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.Reloads, m.PolicyInfo, m.InvalidUTF8,
+	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
+		m.Reloads, m.PolicyInfo, m.InvalidUTF8,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -48,17 +48,19 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 			continue
 		}
 		res, why := sc.status(ds, st, &durations[i], info)
-		if res == metrics.ResultStoreError {
-			m.StoreFallbacks.WithLabelValues(ds.rule.OnStoreError.String()).Inc()
-		}
 		if res != metrics.ResultOK && !(res == metrics.ResultStoreError && sc.fallbackAllows(ds)) {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		if ds.rule.Shadow {
-			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			// A shadow rule whose store failed stays a store_error: counted
+			// as shadow_over_limit it would pass for a bucket run dry.
+			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT && res != metrics.ResultStoreError {
 				res = metrics.ResultShadowOverLimit
 			}
 			st.Code = rlsv3.RateLimitResponse_OK
+		}
+		if res == metrics.ResultStoreError {
+			info.countStoreError(st.Code)
 		}
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			over = true

@@ -27,6 +27,11 @@ type ruleInfo struct {
 	capacity  float64
 	remaining prometheus.Observer
 	result    map[string]prometheus.Counter
+	// While the store fails: tokengate_store_fallbacks_total of the
+	// rule's mode, and tokengate_store_error_answers_total by answer.
+	fallback     prometheus.Counter
+	storeErrorOK prometheus.Counter
+	storeErrorNo prometheus.Counter // answered OVER_LIMIT
 }
 
 func (s *Service) ruleTable(pol *policy.Policy) *ruleTable {
@@ -52,11 +57,28 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 				info.limit.RequestsPerUnit, info.limit.Unit = envoyRate(r.Version.Params.Rate())
 				info.capacity = float64(r.Version.Params.Capacity())
 				info.remaining = m.Remaining.WithLabelValues(d, r.Name)
+				mode := r.OnStoreError.String()
+				info.fallback = m.StoreFallbacks.WithLabelValues(mode)
+				// Both answers exist from the start, at zero, so that a
+				// dashboard's rate of over_limit is 0, not absent.
+				info.storeErrorOK = m.StoreErrorAnswers.WithLabelValues(d, r.Name, mode, metrics.AnswerOK)
+				info.storeErrorNo = m.StoreErrorAnswers.WithLabelValues(d, r.Name, mode, metrics.AnswerOverLimit)
 			}
 			t.rules[r] = info
 		}
 	}
 	return t
+}
+
+// countStoreError counts a descriptor of the rule whose store failed, by
+// the code on_store_error answered it with.
+func (info *ruleInfo) countStoreError(code rlsv3.RateLimitResponse_Code) {
+	info.fallback.Inc()
+	if code == rlsv3.RateLimitResponse_OVER_LIMIT {
+		info.storeErrorNo.Inc()
+	} else {
+		info.storeErrorOK.Inc()
+	}
 }
 
 // noRuleCounter counts a descriptor no rule matched; a domain the policy
