@@ -23,6 +23,16 @@
 // x-tokengate-reason header). So does a cost above the rule's max_cost or
 // capacity: no amount of waiting makes it affordable.
 //
+// # Store failures
+//
+// When the store fails, each rule's on_store_error answers, the response
+// carries x-tokengate-degraded, and the descriptor is counted as result
+// store_error and in tokengate_store_error_answers_total by the answer it
+// got, never as an over_limit of its bucket. Failures are logged at most
+// once per Options.StoreLogEvery, each line with the number held back
+// since the one before; the store's first answer after an interval logs
+// the rest.
+//
 // Service is safe for concurrent use; the hot path allocates only the
 // response it returns.
 package service

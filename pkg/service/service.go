@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -41,14 +42,18 @@ type Options struct {
 	Metrics *metrics.Metrics
 	Clock   clock.Clock  // [monotonic clock]
 	Logger  *slog.Logger // [slog.Default()]
+	// StoreLogEvery is the least time between two log lines about store
+	// failures [10s]; each line says how many failures it stands for.
+	StoreLogEvery time.Duration
 }
 
 // Service implements rlsv3.RateLimitServiceServer.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	opts    Options
-	rules   atomic.Pointer[ruleTable]
-	scratch sync.Pool
+	opts     Options
+	rules    atomic.Pointer[ruleTable]
+	scratch  sync.Pool
+	storeLog *logEvery
 }
 
 // New returns a Service.
@@ -62,7 +67,10 @@ func New(opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Service{opts: opts}
+	if opts.StoreLogEvery <= 0 {
+		opts.StoreLogEvery = 10 * time.Second
+	}
+	s := &Service{opts: opts, storeLog: newLogEvery(opts.StoreLogEvery)}
 	s.scratch.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -110,19 +118,47 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 
 	sc.plan(pol, domain, descriptors, hits)
 	sc.decide(ctx, s.opts.Store, s.opts.Local, now)
-	if err := errors.Join(sc.enforced.err, sc.shadow.err); err != nil {
+	switch {
+	case sc.enforced.err != nil || sc.shadow.err != nil:
 		s.opts.Metrics.StoreErrors.WithLabelValues(s.opts.StoreName).Inc()
-		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "store failed; rules' on_store_error decides",
-			slog.String("store", s.opts.StoreName), slog.String("error", err.Error()))
-		if err := sc.enforced.local.err; err != nil {
-			s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "local budget failed too; on_store_error local denies",
-				slog.String("error", err.Error()))
-		}
+		s.logStoreFailure(ctx, now, sc)
+	case len(sc.enforced.req.Items) > 0 || len(sc.shadow.req.Items) > 0:
+		s.logStoreBack(ctx, now)
 	}
 	for i := range rules {
 		rules[i] = sc.descs[i].rule
 	}
 	return sc.respond(domain, table, s.opts.Metrics)
+}
+
+// logStoreFailure logs the store's failure of this request, unless a line
+// went out less than StoreLogEvery ago: during an outage every request
+// fails, and one line per interval with the number it stands for says as
+// much as a line per request.
+func (s *Service) logStoreFailure(ctx context.Context, now int64, sc *scratch) {
+	held, ok := s.storeLog.allow(now)
+	if !ok {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("store", s.opts.StoreName),
+		slog.String("error", errors.Join(sc.enforced.err, sc.shadow.err).Error()),
+		slog.Int64("suppressed", held),
+	}
+	if err := sc.enforced.local.err; err != nil {
+		attrs = append(attrs, slog.String("local_error", err.Error()))
+	}
+	s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "store failed; rules' on_store_error decides", attrs...)
+}
+
+// logStoreBack closes a run of failures with the number not yet logged,
+// once the store has answered a request again. With nothing held back it
+// costs one atomic load.
+func (s *Service) logStoreBack(ctx context.Context, now int64) {
+	if held, ok := s.storeLog.flush(now); ok {
+		s.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "store answering again",
+			slog.String("store", s.opts.StoreName), slog.Int64("suppressed", held))
+	}
 }
 
 // checkShape refuses what Envoy's configuration, not a client, got wrong.
