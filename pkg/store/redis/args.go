@@ -2,7 +2,10 @@ package redis
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"math"
+	"math/bits"
 	"runtime"
 	"strconv"
 	"strings"
@@ -35,17 +38,20 @@ func offset(a, b int64) string {
 	return "-" + strconv.FormatUint(ub-ua, 10)
 }
 
-// versionArgs are a version's arguments, formatted once per version.
-// params is the version string without its revision (which is the
-// request's): capacity, rate tokens and period.
+// versionArgs are a version's arguments, formatted once per version:
+// params is its part of an item's version string (the revision is the
+// request's), tail its part of the identity after the version string,
+// fast its packed parameters (or "").
 type versionArgs struct {
-	id, params, capacity, n, per, mode, chain string
+	params, tail, fast, mode, chain string
 }
 
-func encodeVersion(v *bucket.Version) *versionArgs {
-	a := &versionArgs{id: strconv.FormatUint(v.ID, 10)}
-	a.capacity, a.n, a.per, a.mode = encodeParams(v)
-	a.params = strings.Join([]string{a.capacity, a.n, a.per}, verSep)
+func encodeVersion(v *bucket.Version, pid string) *versionArgs {
+	a := &versionArgs{}
+	capacity, n, per, mode := encodeParams(v)
+	a.params, a.mode = verSep+strings.Join([]string{capacity, n, per}, verSep)+verSep, mode
+	a.tail = pid + verSep + strconv.FormatUint(v.ID, 10)
+	a.fast = packFast(v.Params)
 	var chain []string
 	for p := v.Prev(); p != nil; p = p.Prev() {
 		c, n, per, mode := encodeParams(p)
@@ -55,10 +61,18 @@ func encodeVersion(v *bucket.Version) *versionArgs {
 	return a
 }
 
-// versionString is what a bucket stores of the version it was decided
-// under, and what an item is compared with: revision, then parameters.
-func versionString(revision int64, a *versionArgs) string {
-	return strconv.FormatInt(revision, 10) + verSep + a.params
+// packFast packs p as fastFormat when capacity*period < fastLimit, the
+// condition under which the script's plain-number path is exact.
+func packFast(p bucket.Params) string {
+	c, n, per := uint64(p.Capacity()), uint64(p.Rate().Tokens()), uint64(p.Rate().Per())
+	if hi, lo := bits.Mul64(c, per); hi != 0 || lo >= fastLimit {
+		return ""
+	}
+	b := make([]byte, 0, 24)
+	for _, x := range [3]uint64{c, n, per} {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(x)))
+	}
+	return string(b)
 }
 
 func encodeParams(v *bucket.Version) (capacity, n, per, mode string) {
@@ -75,7 +89,7 @@ type versionCache struct {
 	m  map[weak.Pointer[bucket.Version]]*versionArgs
 }
 
-func (c *versionCache) get(v *bucket.Version) *versionArgs {
+func (c *versionCache) get(v *bucket.Version, pid string) *versionArgs {
 	wp := weak.Make(v)
 	c.mu.RLock()
 	a := c.m[wp]
@@ -83,7 +97,7 @@ func (c *versionCache) get(v *bucket.Version) *versionArgs {
 	if a != nil {
 		return a
 	}
-	a = encodeVersion(v)
+	a = encodeVersion(v, pid)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.m[wp]; old != nil {
@@ -144,12 +158,12 @@ func fingerprint(items []store.Item) string {
 
 // item appends an item's arguments.
 func (s *Store) item(args []string, it *store.Item, now int64) []string {
-	v := s.versions.get(it.Version)
+	v := s.versions.get(it.Version, s.pid)
 	at := offset(now, it.Version.ActiveAt)
 	if !s.opts.RequestTime && now < it.Version.ActiveAt {
 		// Redis TIME is the clock: a version is never active in its future.
 		at = "0"
 	}
-	return append(args, strconv.FormatInt(it.Cost, 10), at, v.id, versionString(it.Revision, v),
-		v.capacity, v.n, v.per, v.mode, v.chain)
+	ver := strconv.FormatInt(it.Revision, 10) + v.params
+	return append(args, strconv.FormatInt(it.Cost, 10), at, ver+v.tail, ver, v.fast, v.mode, v.chain)
 }

@@ -32,14 +32,27 @@ const (
 const (
 	itemCost    = iota + 1 // signed tokens
 	itemAt                 // the version's activation, a signed ns offset back from now
-	itemVid                // the version's ID in this process
-	itemVersion            // revision, capacity, rate tokens, rate period, joined by verSep
-	itemCap                // capacity
-	itemN                  // rate tokens
-	itemPer                // rate period, ns
+	itemID                 // the version's identity: itemVersion, then pid and version ID, joined by verSep
+	itemVersion            // revision, capacity, rate tokens, rate period, each followed by verSep
+	itemFast               // capacity, rate tokens, period as fastFormat, or "" when they do not fit
 	itemMode               // on_resize: "clamp" or "scale"
 	itemChain              // earlier versions (see encodeVersion)
 	itemArgs    = iota
+)
+
+// fastFormat packs an item's parameters (struct.pack, little-endian
+// doubles) when capacity*period < fastLimit, so that the plain-number
+// path reads them without parsing decimals.
+const fastFormat = "<ddd"
+
+// A bucket is recNumbers little-endian doubles (recFormat: tokens, then
+// its fraction, its cursor and its version's activation, each as
+// h*10^9 + l, then the instant in ms until which its key surely lives)
+// followed by its identity (itemID of the version it was decided under).
+// Every double is an exact integer below 2^53.
+const (
+	recNumbers = 8
+	recFormat  = "<dddddddd"
 )
 
 // Settle arguments, offsets within a bucket's block.
@@ -101,12 +114,11 @@ const (
 	flagSnapshot = 4 // decided in plain numbers under the item's own version
 )
 
-// Separators of the text records: a bucket (recSep; see lua/codec.lua), a
-// version string (verSep), a version chain (chainSep between versions,
-// fieldSep within one), a replay record (recordSep between items,
-// fieldSep within one) and settle entries (chainSep, fieldSep).
+// Separators of the text records: an identity (verSep), a version chain
+// (chainSep between versions, fieldSep within one), a replay record
+// (recordSep between items, fieldSep within one) and settle entries
+// (chainSep, fieldSep).
 const (
-	recSep    = ","
 	verSep    = ":"
 	chainSep  = ";"
 	fieldSep  = ","
@@ -138,15 +150,15 @@ var luaContract = func() string {
 		{"ARG_OP", argOp}, {"ARG_NOW", argNow}, {"ARG_FLOOR", argFloor}, {"ARG_EXPIRE", argExpire},
 		{"ARG_PID", argPid}, {"ARG_ID_MODE", argIDMode}, {"ARG_WINDOW", argWindow}, {"ARG_PENDING", argPending},
 		{"ARG_ITEMS", argItems}, {"ARG_FP", argFP}, {"ARG_MAX_REPLAYS", argMaxReplays}, {"HEADER_ARGS", headerArgs},
-		{"ITEM_COST", itemCost}, {"ITEM_AT", itemAt}, {"ITEM_VID", itemVid}, {"ITEM_VERSION", itemVersion},
-		{"ITEM_CAP", itemCap}, {"ITEM_N", itemN}, {"ITEM_PER", itemPer}, {"ITEM_MODE", itemMode},
-		{"ITEM_CHAIN", itemChain}, {"ITEM_ARGS", itemArgs},
+		{"ITEM_COST", itemCost}, {"ITEM_AT", itemAt}, {"ITEM_ID", itemID}, {"ITEM_VERSION", itemVersion},
+		{"ITEM_FAST", itemFast}, {"ITEM_MODE", itemMode}, {"ITEM_CHAIN", itemChain}, {"ITEM_ARGS", itemArgs},
+		{"FAST_FORMAT", fastFormat}, {"REC_FORMAT", recFormat}, {"REC_BYTES", 8 * recNumbers},
 		{"SETTLE_UNITS", settleUnits}, {"SETTLE_PER", settlePer}, {"SETTLE_NEW", settleNew}, {"SETTLE_ARGS", settleArgs},
 		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle},
 		{"ID_NONE", idNone}, {"ID_LAST", idLast}, {"ID_RELEASE", idRelease},
 		{"KIND_DECIDED", kindDecided}, {"KIND_REPLAY", kindReplay}, {"KIND_PENDING", kindPending},
 		{"FLAG_ALLOWED", flagAllowed}, {"FLAG_NEVER", flagNever}, {"FLAG_SNAPSHOT", flagSnapshot},
-		{"REC_SEP", recSep}, {"VER_SEP", verSep}, {"CHAIN_SEP", chainSep}, {"FIELD_SEP", fieldSep}, {"RECORD_SEP", recordSep},
+		{"VER_SEP", verSep}, {"CHAIN_SEP", chainSep}, {"FIELD_SEP", fieldSep}, {"RECORD_SEP", recordSep},
 		{"FAST_LIMIT", fastLimit},
 		// Lua arrays count from 1.
 		{"REPLY_KIND", replyKind + 1}, {"REPLY_ALLOWED", replyAllowed + 1}, {"REPLY_FORGOT", replyForgot + 1},

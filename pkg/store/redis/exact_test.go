@@ -17,7 +17,10 @@ import (
 // changes on one bucket across pkg/bucket's whole validated range
 // (capacity up to 10^15, rates up to 10^12 per 1ns..366 days, instants
 // anywhere in int64) through the script and through pkg/bucket: every
-// balance, retry and reset time must be identical.
+// balance, retry and reset time must be identical. Parameters and time
+// steps are drawn on both sides of the plain-number path's bounds
+// (capacity*period around 2^52, steps around 2^52 ns), so both paths and
+// the switch between them are compared; the test counts both.
 func TestLuaMatchesBucket(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
@@ -30,13 +33,21 @@ func TestLuaMatchesBucket(t *testing.T) {
 			checkSequence(rt, s)
 		}
 	})
+	t.Logf("decisions by path: plain numbers %d, bignums %d", paths[0], paths[1])
+	if paths[0] == 0 || paths[1] == 0 {
+		t.Fatalf("decisions by path (plain numbers, bignums): %v; want both", paths)
+	}
 }
 
 func drawParams(rt *rapid.T) bucket.Params {
-	capacity := rapid.OneOf(rapid.Int64Range(1, 100), rapid.Int64Range(1, bucket.MaxCapacity)).Draw(rt, "capacity")
 	n := rapid.OneOf(rapid.Int64Range(1, 10), rapid.Int64Range(1, bucket.MaxRateTokens)).Draw(rt, "n")
 	per := rapid.OneOf(rapid.SampledFrom([]int64{1, int64(time.Millisecond), int64(time.Second), int64(time.Hour)}),
 		rapid.Int64Range(1, bucket.MaxRatePer)).Draw(rt, "per")
+	// The reduced period is what the bound applies to: capacities on
+	// either side of fastLimit/per for the period as drawn when n = 1.
+	edge := min(max(int64(fastLimit)/per, 3), bucket.MaxCapacity-2)
+	capacity := rapid.OneOf(rapid.Int64Range(1, 100), rapid.Int64Range(1, bucket.MaxCapacity),
+		rapid.Int64Range(edge-2, edge+2)).Draw(rt, "capacity")
 	r, err := bucket.NewRate(n, time.Duration(per))
 	if err != nil {
 		rt.Fatal(err)
@@ -48,6 +59,10 @@ func drawParams(rt *rapid.T) bucket.Params {
 	return p
 }
 
+// paths counts the decisions checkSequence made with parameters that fit
+// the plain-number path, and with those that do not.
+var paths [2]int
+
 func checkSequence(rt *rapid.T, s *Store) {
 	p := drawParams(rt)
 	now := rapid.Int64().Draw(rt, "start")
@@ -57,7 +72,8 @@ func checkSequence(rt *rapid.T, s *Store) {
 	var sv *bucket.Version // the version st was last decided under; nil: no bucket yet
 	forgot := int64(minInt64)
 	for step := range rapid.IntRange(1, 12).Draw(rt, "steps") {
-		dt := rapid.OneOf(rapid.Int64Range(-int64(time.Second), int64(time.Hour)), rapid.Int64Range(0, 1<<62)).Draw(rt, "dt")
+		dt := rapid.OneOf(rapid.Int64Range(-int64(time.Second), int64(time.Hour)), rapid.Int64Range(0, 1<<62),
+			rapid.Int64Range(fastLimit-1<<32, fastLimit+1<<32)).Draw(rt, "dt")
 		if now+dt < now == (dt > 0) { // overflow: stay put
 			dt = 0
 		}
@@ -84,6 +100,11 @@ func checkSequence(rt *rapid.T, s *Store) {
 		}
 		wantReset := v.Params.UntilFull(final, now)
 
+		if packFast(v.Params) != "" {
+			paths[0]++
+		} else {
+			paths[1]++
+		}
 		res := make([]store.Result, 1)
 		out, err := s.Decide(context.Background(), &store.Request{Now: now, Items: []store.Item{{Key: "k", Version: v, Cost: cost}}}, res)
 		if err != nil {

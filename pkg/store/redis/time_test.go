@@ -2,6 +2,9 @@ package redis
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,8 +28,9 @@ func decide(t testing.TB, s *Store, now int64, items ...store.Item) (store.Outco
 	return out, res
 }
 
-// TestTTLUntilFull: with Redis TIME, a bucket's key lives exactly until the
-// bucket is full again, and a full bucket is deleted.
+// TestTTLUntilFull: with Redis TIME, a bucket's key lives until the bucket
+// is full again, with a slack of an eighth and 100ms, and a full bucket is
+// deleted.
 func TestTTLUntilFull(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
@@ -40,8 +44,8 @@ func TestTTLUntilFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (res[0].ResetAfter + 999_999) / 1_000_000; pttl > want || pttl < want-200 {
-		t.Fatalf("PTTL %dms, want about %dms (time until full)", pttl, want)
+	if want := (res[0].ResetAfter + 999_999) / 1_000_000; pttl > want+want/8+100 || pttl < want-200 {
+		t.Fatalf("PTTL %dms, want about %dms (time until full) and its slack", pttl, want)
 	}
 	// A refund that fills the bucket deletes its key.
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: -10})
@@ -202,49 +206,101 @@ func TestClockBehindCursor(t *testing.T) {
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 2})
 	key := s.bucketKey(tag("a"))
 	rec := readRecord(t, c, key)
-	ahead, _ := strconv.ParseInt(rec[recCursor], 10, 64)
-	ahead += int64(10 * time.Second) // the clock is now 10s behind the cursor
-	rec[recCursor] = strconv.FormatInt(ahead, 10)
+	ahead := rec.cursor() + int64(10*time.Second) // the clock is now 10s behind the cursor
+	rec.setCursor(ahead)
 	writeRecord(t, c, key, rec)
 	out, res := decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
 	if out.Allowed || res[0].RetryAfter < int64(10*time.Second) || res[0].RetryAfter > int64(11*time.Second) {
 		t.Fatalf("clock 10s behind the cursor: %+v %+v, want a wait of about 11s", out, res[0])
 	}
-	if got := readRecord(t, c, key)[recCursor]; got != strconv.FormatInt(ahead, 10) {
-		t.Fatalf("the cursor moved back: %s, was %d", got, ahead)
+	if rec := readRecord(t, c, key); rec.cursor() != ahead {
+		t.Fatalf("the cursor moved back: %d, was %d", rec.cursor(), ahead)
 	}
 }
 
-// A bucket record's fields (lua/codec.lua), as tests read them.
+// A bucket record as tests read it (contract.go): recNumbers doubles,
+// then the identity.
+type bucketRecord struct {
+	nums  [recNumbers]float64
+	ident string
+}
+
+// Its numbers: tokens, then fraction, cursor and activation as h*10^9 + l.
 const (
 	recTokens = iota
-	recFrac
-	recCursor
-	recActivation
-	recPid
-	recVid
-	recVersion
-	recFields
+	recFracH
+	recFracL
+	recCursorH
+	recCursorL
+	recActivationH
+	recActivationL
+	recExpiry
 )
 
-// readRecord reads a bucket's record, split into its fields.
-func readRecord(t testing.TB, c rueidis.Client, key string) []string {
+func (r *bucketRecord) cursor() int64 {
+	return int64(r.nums[recCursorH])*1e9 + int64(r.nums[recCursorL])
+}
+
+func (r *bucketRecord) setCursor(ns int64) {
+	r.nums[recCursorH], r.nums[recCursorL] = float64(ns/1e9), float64(ns%1e9)
+}
+
+// readRecord reads a bucket's record.
+func readRecord(t testing.TB, c rueidis.Client, key string) bucketRecord {
 	t.Helper()
 	s, err := c.Do(context.Background(), c.B().Get().Key(key).Build()).ToString()
 	if err != nil {
 		t.Fatalf("read bucket %s: %v", key, err)
 	}
-	f := strings.SplitN(s, recSep, recFields)
-	if len(f) != recFields {
-		t.Fatalf("bucket %s: record %q has %d fields, want %d", key, s, len(f), recFields)
+	if len(s) < 8*recNumbers {
+		t.Fatalf("bucket %s: record of %d bytes", key, len(s))
 	}
-	return f
+	var r bucketRecord
+	for i := range r.nums {
+		r.nums[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8*i:])))
+	}
+	r.ident = s[8*recNumbers:]
+	return r
 }
 
 // writeRecord replaces a bucket's record, keeping its TTL.
-func writeRecord(t testing.TB, c rueidis.Client, key string, f []string) {
+func writeRecord(t testing.TB, c rueidis.Client, key string, r bucketRecord) {
 	t.Helper()
-	if err := c.Do(context.Background(), c.B().Set().Key(key).Value(strings.Join(f, recSep)).Keepttl().Build()).Error(); err != nil {
+	var b []byte
+	for _, x := range r.nums {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	if err := c.Do(context.Background(), c.B().Set().Key(key).Value(string(b)+r.ident).Keepttl().Build()).Error(); err != nil {
 		t.Fatalf("write bucket %s: %v", key, err)
+	}
+}
+
+// TestExpiryCoversFull: whatever sequence of charges and refunds a bucket
+// sees, its key lives at least until its stored balance is full (an
+// earlier expiry would hand out a fresh bucket), and the instant its
+// record says the key surely lives to is no later than the key's expiry.
+func TestExpiryCoversFull(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	s := newStore(t, c, Options{})
+	v := storetest.Version(t, 1, 50, "20/s")
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 300 {
+		key := "k" + strconv.Itoa(rng.IntN(3))
+		decide(t, s, 0, store.Item{Key: key, Version: v, Cost: int64(rng.IntN(12) - 3)})
+		rk := s.bucketKey(tag(key))
+		expMs, err := c.Do(context.Background(), c.B().Pexpiretime().Key(rk).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if expMs == -2 { // no key: the bucket is full
+			continue
+		}
+		rec := readRecord(t, c, rk)
+		st := bucket.State{Tokens: int64(rec.nums[recTokens]), Frac: int64(rec.nums[recFracH])*1e9 + int64(rec.nums[recFracL]), At: rec.cursor()}
+		fullAt := v.Params.FullAt(st)
+		if said := int64(rec.nums[recExpiry]); said > expMs || said*1e6 < fullAt {
+			t.Fatalf("step %d: key expires at %dms, record says %dms, bucket full at %dns", i, expMs, said, fullAt)
+		}
 	}
 }

@@ -15,43 +15,55 @@ local function split(s)
 end
 
 -- The clock, read once per call: now = NH*10^9 + NL ns (Redis TIME, or
--- the request's biased instant); NOWSTR is its decimal, NOWBIG its bignum
--- once needed.
-local NH, NL, NOWSTR, NOWBIG
+-- the request's biased instant); its bignum once needed.
+local NH, NL, NOWBIG, NOWMS
 local function clock()
-  NOWBIG = nil
+  NOWBIG, NOWMS = nil, nil
   if ARGV[ARG_NOW] == '' then
     local t = redis.call('TIME')
     NH, NL = tonumber(t[1]), tonumber(t[2]) * 1000
-    NOWSTR = string.format('%.0f%09.0f', NH, NL)
   else
-    NOWSTR = ARGV[ARG_NOW]
-    NH, NL = split(NOWSTR)
+    NH, NL = split(ARGV[ARG_NOW])
   end
 end
+
+-- An instant, or any value up to 2^63, is a pair h*10^9 + l of exact
+-- numbers in records and in the plain-number path.
+local function hldec(h, l)
+  if h == 0 then return string.format('%.0f', l) end
+  return string.format('%.0f%09.0f', h, l)
+end
+local function hlbig(h, l) return num(hldec(h, l)) end
+local BILLION = num('1000000000')
+local function bighl(a)
+  local q, r = divmod(a, BILLION)
+  return tonum(q), tonum(r)
+end
 local function nowbig()
-  if not NOWBIG then NOWBIG = num(NOWSTR) end
+  if not NOWBIG then NOWBIG = hlbig(NH, NL) end
   return NOWBIG
 end
+local function nowms()
+  if not NOWMS then NOWMS = NH * 1000 + floor(NL / 1e6) end
+  return NOWMS
+end
 
--- fastrel is the instant s counted from now in plain numbers, or nil when
--- it is FAST_LIMIT or more away.
+-- fastrel is the instant h*10^9 + l counted from now in plain numbers,
+-- or nil when it is FAST_LIMIT or more away.
 local REL_S = floor(FAST_LIMIT / 1e9) - 1
-local function fastrel(s)
-  local h, l = split(s)
+local function fastrel(h, l)
   local dh = h - NH
   if dh >= REL_S or dh <= -REL_S then return nil end
   return dh * 1e9 + (l - NL)
 end
 
--- fastabs is the decimal of now + d (|d| < FAST_LIMIT), floored at 0.
+-- fastabs is the instant now + d (|d| < FAST_LIMIT) as h, l, floored at 0.
 local function fastabs(d)
-  if d == 0 then return NOWSTR end
+  if d == 0 then return NH, NL end
   local c, l = fdiv(NL + d, 1e9)
   local h = NH + c
-  if h < 0 then return '0' end
-  if h == 0 then return string.format('%.0f', l) end
-  return string.format('%.0f%09.0f', h, l)
+  if h < 0 then return 0, 0 end
+  return h, l
 end
 
 -- signed parses an optionally negative decimal: {neg = bool, m = bignum}.
@@ -68,11 +80,11 @@ local function back(d)
   return sub(now, d.m)
 end
 
--- activation is the decimal instant of a version activated at (a signed
--- ns offset back from now).
+-- activation is the instant (h, l) of a version activated at, a signed
+-- ns offset back from now.
 local function activation(at)
   if #at <= 15 then return fastabs(-tonumber(at)) end
-  return str(back(signed(at)))
+  return bighl(back(signed(at)))
 end
 
 -- deccmp compares two decimal strings without leading zeros.
@@ -86,30 +98,20 @@ local function deccmp(x, y)
   return 1
 end
 
--- item reads item i's arguments (strings; each path parses what it uses).
-local function item(i)
-  local b = HEADER_ARGS + (i - 1) * ITEM_ARGS
-  return {
-    cost = ARGV[b + ITEM_COST], at = ARGV[b + ITEM_AT], vid = ARGV[b + ITEM_VID], ver = ARGV[b + ITEM_VERSION],
-    c = ARGV[b + ITEM_CAP], n = ARGV[b + ITEM_N], p = ARGV[b + ITEM_PER], mode = ARGV[b + ITEM_MODE],
-    chain = ARGV[b + ITEM_CHAIN],
-  }
+-- A bucket's record: REC_FORMAT's numbers, then the identity of the
+-- version it was decided under.
+local function readrec(rec)
+  local t, fh, fl, ah, al, vh, vl, exp = struct.unpack(REC_FORMAT, rec)
+  return t, fh, fl, ah, al, vh, vl, exp, string.sub(rec, REC_BYTES + 1)
+end
+local function writerec(t, fh, fl, ah, al, vh, vl, exp, ident)
+  return struct.pack(REC_FORMAT, t, fh, fl, ah, al, vh, vl, exp) .. ident
 end
 
--- A bucket is one string: tokens, frac, cursor, the activation of its
--- version, the process and version ID that wrote it, and the version
--- string (revision and parameters, as the items carry it).
-local NOTSEP = '([^' .. REC_SEP .. ']*)' .. REC_SEP
-local REC_PATTERN = '^' .. string.rep(NOTSEP, 6) .. '(.*)$'
-local function readrec(rec) return string.match(rec, REC_PATTERN) end
--- writerec takes the balance already encoded: "tokens,frac,cursor".
-local function writerec(balance, act, pid, vid, ver)
-  return balance .. REC_SEP .. act .. REC_SEP .. pid .. REC_SEP .. vid .. REC_SEP .. ver
-end
-
--- readver splits a version string: revision, capacity, tokens, period.
-local VER_PATTERN = '^' .. string.rep('([^' .. VER_SEP .. ']*)' .. VER_SEP, 3) .. '(.*)$'
-local function readver(v) return string.match(v, VER_PATTERN) end
+-- readid splits an identity: revision, capacity, tokens, period, process
+-- and version ID (decimal strings).
+local ID_PATTERN = '^' .. string.rep('([^' .. VER_SEP .. ']*)' .. VER_SEP, 5) .. '(.*)$'
+local function readid(v) return string.match(v, ID_PATTERN) end
 
 -- chain parses an item's earlier versions (nearest first), each
 -- "vid,cap,n,per,mode,delta" with delta its activation before the item's

@@ -5,7 +5,8 @@
 -- script's instant is 0, so a cursor ahead of now is positive); params are
 -- {c = capacity, n = rate tokens, p = rate period in ns}.
 --
--- Why it is exact: a bucket is fast only when c*p < FAST_LIMIT, so every
+-- Why it is exact: a bucket is fast only when c*p < FAST_LIMIT (the store
+-- sends its parameters packed only then; see itemFast), so every
 -- balance in units (t*p + f), every room and every missing amount is below
 -- it; an elapsed time is below FAST_LIMIT too (fastrel). The one product
 -- that can exceed it, elapsed*n, is only compared with a room below
@@ -22,9 +23,6 @@ local function fdiv(a, b)
   end
   return q, r
 end
-
--- fits: can params p be decided in plain numbers?
-local function fits(c, p) return c * p < FAST_LIMIT end
 
 local function frefill(p, s)
   if s.a >= 0 then return s end

@@ -11,7 +11,8 @@ local function raise(a)
 end
 
 -- An engine decides a bucket in plain numbers (FAST) or in bignums (BIG);
--- a bucket's engine is chosen when it is loaded.
+-- a bucket's engine is chosen when it is loaded. pack gives a state's
+-- record numbers: tokens, fraction (h, l), cursor (h, l).
 local FAST = {
   decide = fdecide,
   untilfull = funtilfull,
@@ -19,12 +20,16 @@ local FAST = {
   out = function(x) return x end,
   full = function(p, s) return s.t >= p.c end,
   zero = function(x) return x == 0 end,
-  enc = function(s) return string.format('%.0f', s.t) .. REC_SEP .. string.format('%.0f', s.f) .. REC_SEP .. fastabs(s.a) end,
-  cursor = function(s) return fastabs(s.a) end,
+  pack = function(s)
+    local fh, fl = fdiv(s.f, 1e9)
+    local ah, al = fastabs(s.a)
+    return s.t, fh, fl, ah, al
+  end,
+  cursor = function(s) return hldec(fastabs(s.a)) end,
   ms = function(ns)
     local q, r = fdiv(ns, 1e6)
     if r > 0 then q = q + 1 end
-    return string.format('%.0f', q)
+    return q
   end,
 }
 local BIG = {
@@ -34,38 +39,50 @@ local BIG = {
   out = str,
   full = function(p, s) return cmp(s.t, p.c) >= 0 end,
   zero = iszero,
-  enc = function(s) return str(s.t) .. REC_SEP .. str(s.f) .. REC_SEP .. str(s.a) end,
+  pack = function(s)
+    local fh, fl = bighl(s.f)
+    local ah, al = bighl(s.a)
+    return tonum(s.t), fh, fl, ah, al
+  end,
   cursor = function(s) return str(s.a) end,
   ms = function(ns)
     local q, r = divmod(ns, {1000000})
     if not iszero(r) then q = add(q, {1}) end
-    return str(q)
+    return tonum(q)
   end,
 }
 
-local function fastparams(it)
-  local c, p = tonumber(it.c), tonumber(it.p)
-  if not fits(c, p) then return nil end
-  return {c = c, n = tonumber(it.n), p = p}
+-- bigstate is a record's balance as bignums.
+local function bigstate(t, fh, fl, ah, al)
+  return {t = num(string.format('%.0f', t)), f = hlbig(fh, fl), a = hlbig(ah, al)}
 end
 
-local function bigparams(it) return {c = num(it.c), n = num(it.n), p = num(it.p)} end
+-- Item b is the ARGV index before an item's arguments.
+local function fastparams(b)
+  local fp = ARGV[b + ITEM_FAST]
+  if fp == '' then return nil end
+  local c, n, p = struct.unpack(FAST_FORMAT, fp)
+  return {c = c, n = n, p = p}
+end
+
+local function bigparams(c, n, p) return {c = num(c), n = num(n), p = num(p)} end
 
 -- newbucket is a bucket not stored yet: full, its cursor at now or, if
 -- later, at FLOOR.
-local function newbucket(it, big)
-  local w = {new = true, pid = PID, vid = it.vid, ver = it.ver}
-  local p = not big and fastparams(it)
+local function newbucket(b, big)
+  local w = {new = true, id = ARGV[b + ITEM_ID]}
+  local p = not big and fastparams(b)
   if p then
     local a = 0
-    if FLOOR ~= '' then a = fastrel(FLOOR) end
+    if FLOOR ~= '' then a = fastrel(split(FLOOR)) end
     if a then
       if a < 0 then a = 0 end
       w.E, w.p, w.s = FAST, p, {t = p.c, f = 0, a = a}
       return w
     end
   end
-  local bp, at = bigparams(it), nowbig()
+  local _, c, n, per = readid(w.id)
+  local bp, at = bigparams(c, n, per), nowbig()
   if FLOOR ~= '' and cmp(num(FLOOR), at) > 0 then at = num(FLOOR) end
   w.E, w.p, w.s = BIG, bp, full(bp, at)
   return w
@@ -76,67 +93,81 @@ end
 -- same revision a higher version ID of this process, whose chain is
 -- walked as bucket.Version.Bring does, or another process's version
 -- activated later), else the stored one: a bucket never moves back.
-local function convert(it, s, act, spid, svid, sver)
+local function convert(b, s, vh, vl, ident)
   local now = nowbig()
-  local srev, sc, sn, sp = readver(sver)
-  local from = {c = num(sc), n = num(sn), p = num(sp)}
-  local at = back(signed(it.at))
+  local srev, sc, sn, sp, spid, svid = readid(ident)
+  local id = ARGV[b + ITEM_ID]
+  local rev, c, n, per, _, vid = readid(id)
+  local from = bigparams(sc, sn, sp)
+  local at = back(signed(ARGV[b + ITEM_AT]))
   local move, walk = false, false
-  local c = deccmp(readver(it.ver), srev)
-  if c > 0 then
+  local order = deccmp(rev, srev)
+  if order > 0 then
     move = true
-  elseif c == 0 then
+  elseif order == 0 then
     if spid == PID then
-      if deccmp(it.vid, svid) > 0 then move, walk = true, true end
-    elseif cmp(at, num(act)) > 0 then
+      if deccmp(vid, svid) > 0 then move, walk = true, true end
+    elseif cmp(at, hlbig(vh, vl)) > 0 then
       move = true
     end
   end
-  if not move then return {E = BIG, p = from, s = refill(from, s, now), act = act, pid = spid, vid = svid, ver = sver} end
-  local to, done = bigparams(it), false
-  if walk and it.chain ~= '' then
-    local ch = chain(it.chain, at)
+  if not move then return {E = BIG, p = from, s = refill(from, s, now), vh = vh, vl = vl, id = ident} end
+  local to, mode, done = bigparams(c, n, per), ARGV[b + ITEM_MODE], false
+  local chainarg = ARGV[b + ITEM_CHAIN]
+  if walk and chainarg ~= '' then
+    local ch = chain(chainarg, at)
     for k = 1, #ch do
       if ch[k].v == svid then
         for j = k - 1, 1, -1 do s = transition(s, ch[j + 1].p, ch[j].p, ch[j].at, ch[j].mode) end
-        s = transition(s, ch[1].p, to, at, it.mode)
+        s = transition(s, ch[1].p, to, at, mode)
         done = true
         break
       end
     end
   end
-  if not done then s = transition(s, from, to, at, it.mode) end
-  return {E = BIG, p = to, s = refill(to, s, now), act = str(at), pid = PID, vid = it.vid, ver = it.ver, dirty = true}
+  if not done then s = transition(s, from, to, at, mode) end
+  local ah, al = bighl(at)
+  return {E = BIG, p = to, s = refill(to, s, now), vh = ah, vl = al, id = id, dirty = true}
 end
 
 -- load is the bucket stored as rec brought to the version it is decided
 -- under and refilled to now: {E, p, s, identity, new, dirty}. A bucket
 -- of the item's version, or of another process's at the same revision
 -- with the same parameters (the usual case), needs no conversion.
-local function load(rec, it, big)
-  if not rec then return newbucket(it, big) end
-  local t, f, a, act, spid, svid, sver = readrec(rec)
-  if sver ~= it.ver or (spid == PID and svid ~= it.vid) then
-    return convert(it, {t = num(t), f = num(f), a = num(a)}, act, spid, svid, sver)
+local function load(b, rec, big)
+  if not rec then return newbucket(b, big) end
+  local t, fh, fl, ah, al, vh, vl, exp, ident = readrec(rec)
+  if ident ~= ARGV[b + ITEM_ID] then
+    local ver = ARGV[b + ITEM_VERSION]
+    local n = #ver
+    if string.sub(ident, 1, n) ~= ver or string.sub(ident, n + 1, n + #PID) == PID then
+      local w = convert(b, bigstate(t, fh, fl, ah, al), vh, vl, ident)
+      w.exp = exp
+      return w
+    end
   end
-  local w = {act = act, pid = spid, vid = svid, ver = sver}
-  local p = not big and fastparams(it)
-  local ra = p and fastrel(a)
-  if ra then
-    w.E, w.p, w.s = FAST, p, frefill(p, {t = tonumber(t), f = tonumber(f), a = ra})
+  local w = {vh = vh, vl = vl, id = ident, exp = exp}
+  local p = not big and fastparams(b)
+  local a = p and fastrel(ah, al)
+  if a then
+    w.E, w.p, w.s = FAST, p, frefill(p, {t = t, f = fh * 1e9 + fl, a = a})
     return w
   end
-  local bp = bigparams(it)
-  w.E, w.p, w.s = BIG, bp, refill(bp, {t = num(t), f = num(f), a = num(a)}, nowbig())
+  local _, c, n, per = readid(ident)
+  local bp = bigparams(c, n, per)
+  w.E, w.p, w.s = BIG, bp, refill(bp, bigstate(t, fh, fl, ah, al), nowbig())
   return w
 end
 
 -- put writes a bucket's state st; ttl is its time until full. With expiry
--- the key lives exactly that long, a full bucket is deleted, and a state
+-- the key lives at least that long, a full bucket is deleted, and a state
 -- that is only a refill of the stored one (not dirty) is not written: the
 -- stored one refills to the same balance and is full at the same
--- instant. Without expiry (tests that drive time) every bucket is
--- written, except a new full one, whose cursor is reported instead.
+-- instant. A key's expiry is set with some slack (an eighth of its TTL,
+-- and 100ms) and kept (KEEPTTL, a cheaper write) while it still covers
+-- the time until full; the record holds the instant it surely covers.
+-- Without expiry (tests that drive time) every bucket is written, except
+-- a new full one, whose cursor is reported instead.
 local function put(w, st, ttl, dirty)
   local E = w.E
   if EXPIRE then
@@ -149,12 +180,23 @@ local function put(w, st, ttl, dirty)
     raise(E.cursor(st))
     return
   end
-  local rec = writerec(E.enc(st), w.act or activation(w.it.at), w.pid, w.vid, w.ver)
-  if EXPIRE then
-    redis.call('SET', w.key, rec, 'PX', E.ms(ttl))
-  else
-    redis.call('SET', w.key, rec)
+  local vh, vl = w.vh, w.vl
+  if not vh then vh, vl = activation(ARGV[w.b + ITEM_AT]) end
+  local t, fh, fl, ah, al = E.pack(st)
+  if not EXPIRE then
+    redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, 0, w.id))
+    return
   end
+  -- The key surely lives until exp: PX counts from Redis's clock at the
+  -- call, at most a ms before nowms.
+  local ms = E.ms(ttl)
+  local need = nowms() + ms + 1
+  if w.exp and need <= w.exp then
+    redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, w.exp, w.id), 'KEEPTTL')
+    return
+  end
+  local px = ms + floor(ms / 8) + 100
+  redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, nowms() + px - 1, w.id), 'PX', px)
 end
 
 local function resetr(w)
@@ -199,18 +241,19 @@ local function run(big)
   local recs = redis.call('MGET', unpack(KEYS, 1, NITEMS))
   local works, order, res, allowed = {}, {}, {}, true
   for i = 1, NITEMS do
-    local key, it = KEYS[i], item(i)
+    local key, b = KEYS[i], HEADER_ARGS + (i - 1) * ITEM_ARGS
     local w = works[key]
     if not w then
-      w = load(recs[i], it, big)
-      w.key, w.idx, w.cur, w.it = key, i, w.s, it
+      w = load(b, recs[i], big)
+      w.key, w.idx, w.cur, w.b = key, i, w.s, b
       works[key] = w
       order[#order + 1] = w
     end
+    local cost = ARGV[b + ITEM_COST]
     local r = {w = w}
-    w.cur, r.ok, r.never, r.rem, r.retry = w.E.decide(w.p, w.cur, w.E.cost(it.cost))
+    w.cur, r.ok, r.never, r.rem, r.retry = w.E.decide(w.p, w.cur, w.E.cost(cost))
     r.after = w.cur
-    if r.ok and it.cost ~= '0' then w.charged = true end
+    if r.ok and cost ~= '0' then w.charged = true end
     res[i] = r
     allowed = allowed and r.ok
   end
@@ -303,13 +346,13 @@ local function settleop()
   for i = 1, NITEMS do
     if recs[i] then
       local b = HEADER_ARGS + (i - 1) * SETTLE_ARGS
-      local t, f, a, act, spid, svid, sver = readrec(recs[i])
-      local _, sc, sn, sp = readver(sver)
-      local p = {c = num(sc), n = num(sn), p = num(sp)}
-      local w = {E = BIG, p = p, key = KEYS[i], act = act, pid = spid, vid = svid, ver = sver}
-      local s = refill(p, {t = num(t), f = num(f), a = num(a)}, nowbig())
-      local u, per = num(ARGV[b + SETTLE_UNITS]), num(ARGV[b + SETTLE_PER])
-      if cmp(per, p.p) ~= 0 then u = divmod(mul(u, p.p), per) end
+      local t, fh, fl, ah, al, vh, vl, exp, ident = readrec(recs[i])
+      local _, c, n, per = readid(ident)
+      local p = bigparams(c, n, per)
+      local w = {E = BIG, p = p, key = KEYS[i], vh = vh, vl = vl, id = ident, exp = exp}
+      local s = refill(p, bigstate(t, fh, fl, ah, al), nowbig())
+      local u, uper = num(ARGV[b + SETTLE_UNITS]), num(ARGV[b + SETTLE_PER])
+      if cmp(uper, p.p) ~= 0 then u = divmod(mul(u, p.p), uper) end
       s = fromunits(p, add(units(p, s), u), s.a)
       if ARGV[b + SETTLE_NEW] == '1' and not EXPIRE and cmp(s.t, p.c) >= 0 then
         redis.call('DEL', w.key)
