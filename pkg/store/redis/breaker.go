@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -21,7 +22,10 @@ type BreakerOptions struct {
 
 // breaker is closed (calls go through), open (calls fail at once, for a
 // backoff with jitter) or half-open (one probe call goes through; success
-// closes, failure reopens with twice the backoff).
+// closes, failure reopens with twice the backoff). It logs each change
+// between closed and open once: a failed probe, which leaves it open, is
+// only a debug line, so that an outage of an hour is two lines, not one
+// per backoff.
 type breaker struct {
 	opts    BreakerOptions
 	log     *slog.Logger
@@ -30,7 +34,8 @@ type breaker struct {
 	mu      sync.Mutex
 	fails   int
 	open    bool
-	until   time.Time
+	until   time.Time // end of the backoff
+	since   time.Time // when it opened
 	backoff time.Duration
 	probing bool
 }
@@ -69,7 +74,7 @@ func (b *breaker) success() {
 	if b.open {
 		b.open, b.probing, b.backoff = false, false, 0
 		b.gauge.Set(0)
-		b.log.Info("redis reachable again: circuit closed")
+		b.log.Info("redis reachable again: circuit closed", slog.Duration("open_for", b.now().Sub(b.since)))
 	}
 }
 
@@ -77,20 +82,26 @@ func (b *breaker) failure(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.fails++
+	opened := false
 	switch {
 	case b.open && b.probing:
 		b.probing = false
 		b.backoff = min(2*b.backoff, b.opts.MaxBackoff)
 	case !b.open && b.fails >= b.opts.Failures:
-		b.open, b.backoff = true, b.opts.MinBackoff
+		b.open, b.backoff, b.since = true, b.opts.MinBackoff, b.now()
 		b.gauge.Set(1)
+		opened = true
 	default:
 		return
 	}
 	// Up to a quarter of jitter, so that replicas do not probe in step.
 	d := b.backoff + time.Duration(rand.Int64N(int64(b.backoff)/4+1))
 	b.until = b.now().Add(d)
-	b.log.Warn("redis failing: circuit open, on_store_error decides meanwhile",
+	level, msg := slog.LevelDebug, "redis probe failed: circuit stays open"
+	if opened {
+		level, msg = slog.LevelWarn, "redis failing: circuit open, on_store_error decides meanwhile"
+	}
+	b.log.LogAttrs(context.Background(), level, msg,
 		slog.String("error", err.Error()), slog.Int("failures", b.fails), slog.Duration("retry_in", d))
 }
 
