@@ -2,28 +2,38 @@
 // quota: bucket state lives in Redis (single node, Sentinel or Cluster;
 // Valkey works too) and is exactly as exact as the memory store.
 //
-// # One script per request
+// # One call per request
 //
 // A request's whole decision (every bucket: version transition, refill,
 // the all-or-nothing check, the charge, the TTL, the request id) is one
-// call of one Lua script (lua/*.lua, embedded and concatenated), loaded
-// once and called by EVALSHA: one round trip. A NOSCRIPT answer (SCRIPT
-// FLUSH, restart, failover) makes the store send the source once by EVAL,
-// which caches it again.
+// call of one Lua program (lua/*.lua, embedded and concatenated after a
+// prelude generated from contract.go, which defines every argument and
+// reply position and record format the two sides share). It is loaded as
+// a Redis function library and called by FCALL: its definitions run once
+// and each call runs only its entry, which is most of a script's cost
+// saved (calls.go); on a server without functions it is called by EVALSHA,
+// with EVAL after a NOSCRIPT. Inside, a call reads all its buckets with one
+// MGET and writes each with one SET that carries the TTL, and only when
+// the bucket changed by more than a refill: a rejection or a check writes
+// nothing.
 //
 // # Exact arithmetic in Lua
 //
 // Lua numbers in Redis are doubles, exact only below 2^53, while
 // pkg/bucket needs 128-bit intermediate products (tokens times a period of
 // up to 366 days in ns) and, for a scale transition, four such factors.
-// The script therefore does all arithmetic on arbitrary-size integers:
-// arrays of base-10^7 limbs (lua/bignum.lua), on which every step stays
-// below 2^53 (a limb product is below 10^14; division is Knuth's
-// algorithm D with two-limb quotient estimates). Bucket state is stored as
-// exact decimal strings. So the whole validated range of pkg/bucket is
-// supported and no parameter needs to be refused; lua/bucket.lua mirrors
-// pkg/bucket function by function, and a rapid test compares the two on
-// thousands of random sequences.
+// The script has two paths. The usual bucket, whose capacity times its
+// period is below 2^52 and whose cursor is within 2^52 ns of now, is
+// decided in plain numbers (lua/fast.lua explains why every step is then
+// exact); the store sends its parameters packed only when they fit. Every
+// other bucket, and every version transition, is decided on
+// arbitrary-size integers: arrays of base-10^7 limbs (lua/bignum.lua), on
+// which every step stays below 2^53 (a limb product is below 10^14;
+// division is Knuth's algorithm D with two-limb quotient estimates). So
+// the whole validated range of pkg/bucket is supported and no parameter
+// needs to be refused; lua/bucket.lua and lua/fast.lua mirror pkg/bucket
+// function by function, and a rapid test compares both paths, and the
+// bounds between them, with pkg/bucket on thousands of random sequences.
 //
 // # Time
 //
@@ -35,22 +45,27 @@
 //
 // # Keys and expiry
 //
-// A bucket is one small hash, prefix{tag}, where tag is 128 bits of
-// SHA-256 of the bucket key (collision resistant, since keys hold client
-// values). It holds the balance (tokens, fraction, cursor), the parameters
-// it was last decided under and that version's identity. Its TTL is the
-// time until it is full again (PEXPIRE, rounded up to the ms); a full
-// bucket is deleted. A full bucket carries no information, except its
-// cursor: the memory store must remember the latest forgotten cursor
-// because a request may read the clock before another that goes first.
-// Here the clock is read inside the atomic script and expiry runs on the
-// same clock, so a key vanishes only after TIME has passed its full
-// instant, and every later call reads a later TIME: nothing is refilled
-// twice. The one exception is the Redis host's clock stepping back by d
-// (or a failover to a host behind by d) while a key expires: a fresh
-// bucket may then refill over those d ns again once, at most d*rate
-// tokens. (With RequestTime keys have no TTL and the store keeps the
-// forgotten cursor in the process, exactly like the memory store.)
+// A bucket is one string, prefix{tag}, where tag is 128 bits of SHA-256
+// of the bucket key (collision resistant, since keys hold client values).
+// It holds packed doubles (the balance: tokens, fraction, cursor; its
+// version's activation; the instant its key surely lives to) and the
+// identity of the version it was decided under (contract.go). Its TTL
+// covers the time until it is full again, with a slack of an eighth and
+// 100ms, so that most writes keep the TTL (SET KEEPTTL) instead of
+// setting a new one; a full bucket is deleted. A key that outlives its
+// bucket's full instant is harmless: a full bucket carries no
+// information, except its cursor: the memory store must remember the
+// latest forgotten cursor because a request may read the clock before
+// another that goes first. Here the clock is read inside the atomic
+// script and expiry runs on the same clock, so a key vanishes only after
+// TIME has passed its full instant, and every later call reads a later
+// TIME: nothing is refilled twice. The one exception is the Redis host's
+// clock stepping back by d (or a failover to a host behind by d) while a
+// key expires: a fresh bucket may then refill over those d ns again once,
+// at most d*rate tokens. (With RequestTime keys have no TTL and the store
+// keeps the forgotten cursor in the process, exactly like the memory
+// store.) A key written by an earlier tokengate in another format reads
+// as no bucket (MGET answers nil for a hash) and is replaced.
 //
 // A TTL is worked out under the parameters the bucket was decided under.
 // When a reload then raises a rule's capacity with on_resize clamp, a key
@@ -97,7 +112,12 @@
 //
 // # Failure
 //
-// Every Decide has a deadline (Options.Timeout, 10ms by default). Repeated
+// Over-limit answers are often given without Redis, from snapshots of
+// buckets Redis has just rejected (deny.go says what that can get wrong,
+// and the bound). Every Decide that goes to Redis is admitted by a
+// per-replica budget of buckets in flight, in which heavy requests get
+// only a share (admit.go), and has a deadline (Options.Timeout, 15ms by
+// default, under Envoy's 20ms rate_limit timeout). Repeated
 // failures open a circuit breaker: calls fail at once with
 // store.ErrUnavailable for a backoff (100ms doubling to 5s, with jitter),
 // then one probe call tries Redis again; success closes it. What an answer
