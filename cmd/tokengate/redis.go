@@ -47,7 +47,7 @@ func addRedisFlags(fs *pflag.FlagSet) {
 	fs.String("redis-password-file", "", "file holding the Redis password (or set TOKENGATE_REDIS_PASSWORD)")
 	fs.Int("redis-db", 0, "Redis database number (not with --redis-cluster)")
 	fs.Int("redis-pool-size", 0, "connections per Redis node, a power of two; commands are pipelined over them (0: 4, 1 per cluster node)")
-	fs.Duration("redis-timeout", 10*time.Millisecond, "longest wait for Redis per decision, round trips included; then on_store_error decides")
+	fs.Duration("redis-timeout", 15*time.Millisecond, "longest wait for Redis per decision, round trips included; then on_store_error decides. Keep it about 5ms under Envoy's rate_limit timeout (20ms by default), so that on_store_error answers before Envoy gives up")
 	fs.Duration("redis-dial-timeout", time.Second, "longest wait to connect to Redis")
 	fs.String("redis-sentinel-master", "", "Sentinel master set name; --redis-addr then lists the Sentinels, comma-separated")
 	fs.Bool("redis-cluster", false, "require a Redis Cluster at --redis-addr (comma-separated seed nodes)")

@@ -38,6 +38,18 @@ func TestRedisSettings(t *testing.T) {
 	}
 }
 
+// TestRedisTimeoutDefault: 15ms, so that on_store_error answers within
+// Envoy's default rate_limit timeout of 20ms, gRPC round trip included.
+func TestRedisTimeoutDefault(t *testing.T) {
+	s, err := loadSettings([]string{"--store", "redis"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Redis.Timeout != 15*time.Millisecond {
+		t.Fatalf("--redis-timeout defaults to %v, want 15ms", s.Redis.Timeout)
+	}
+}
+
 // TestServeRedisPasswordFile: tokengate serves from a Redis that wants a
 // password, read from --redis-password-file, and refuses to start with the
 // wrong one.
