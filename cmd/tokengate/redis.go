@@ -39,7 +39,14 @@ type redisSettings struct {
 	Cluster        bool
 	KeyPrefix      string
 	LocalShare     float64
+	// WatchEvery is how often Redis is pinged to log it lost or back,
+	// traffic or not (redisWatchEvery; not a flag, tests shorten it).
+	WatchEvery time.Duration
 }
+
+// redisWatchEvery pings Redis once a second: a change is logged within a
+// second, and an open circuit probes again at once when Redis answers.
+const redisWatchEvery = time.Second
 
 func addRedisFlags(fs *pflag.FlagSet) {
 	fs.String("redis-url", "", "Redis URL, overrides --redis-addr: redis://[user:pass@]host:port[/db], rediss:// for TLS")
@@ -69,6 +76,7 @@ func readRedisSettings(v *viper.Viper) redisSettings {
 		Cluster:        v.GetBool("redis-cluster"),
 		KeyPrefix:      v.GetString("redis-key-prefix"),
 		LocalShare:     v.GetFloat64("redis-local-share"),
+		WatchEvery:     redisWatchEvery,
 	}
 }
 
@@ -101,7 +109,9 @@ type backend struct {
 // on_store_error: local, both with their metrics on reg. When Redis cannot
 // be reached at start, tokengate serves anyway (not ready, every rule's
 // on_store_error answering) and keeps connecting in the background, so
-// that replicas started during an outage recover when Redis returns.
+// that replicas started during an outage recover when Redis returns. Once
+// connected, the store's Watch logs Redis lost and back until ctx ends or
+// the backend is closed.
 func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*backend, error) {
 	r := s.Redis
 	password := r.Password
@@ -138,16 +148,23 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 			slog.Duration("timeout", r.Timeout), slog.Float64("local_share", r.LocalShare))
 		return &connected{st, client}, nil
 	}
-	lz := &lazyRedis{closed: make(chan struct{})}
 	c, err := connect()
 	if isConfigError(err) {
 		return nil, err
 	}
+	// Closing the backend ends the watch before it closes the client, so
+	// that a ping failing on the closed client is not logged as Redis lost.
+	wctx, stopWatch := context.WithCancel(ctx)
+	lz := &lazyRedis{
+		closed:    make(chan struct{}),
+		watch:     func(c *connected) { go c.st.Watch(wctx, r.WatchEvery) },
+		stopWatch: stopWatch,
+	}
 	if err != nil {
 		log.Error("redis unreachable at start: serving with on_store_error, connecting in the background", slog.String("error", err.Error()))
-		go lz.connect(ctx, connect, log)
+		go lz.connect(wctx, connect, log)
 	} else {
-		lz.c.Store(c)
+		lz.use(c)
 	}
 	return &backend{name: "redis", store: lz, local: budget, ready: lz.ready, close: lz.close}, nil
 }
@@ -170,9 +187,11 @@ func isConfigError(err error) bool {
 // lazyRedis is the Redis store once connected; until then it fails every
 // call with store.ErrUnavailable.
 type lazyRedis struct {
-	c      atomic.Pointer[connected]
-	closed chan struct{}
-	once   sync.Once
+	c         atomic.Pointer[connected]
+	closed    chan struct{}
+	once      sync.Once
+	watch     func(*connected) // starts the store's Watch
+	stopWatch context.CancelFunc
 }
 
 type connected struct {
@@ -215,7 +234,7 @@ func (l *lazyRedis) connect(ctx context.Context, connect func() (*connected, err
 			case <-l.closed: // closed meanwhile: do not leak the client
 				c.client.Close()
 			default:
-				l.c.Store(c)
+				l.use(c)
 			}
 			return
 		}
@@ -225,8 +244,15 @@ func (l *lazyRedis) connect(ctx context.Context, connect func() (*connected, err
 	}
 }
 
+// use serves from c, and watches it.
+func (l *lazyRedis) use(c *connected) {
+	l.c.Store(c)
+	l.watch(c)
+}
+
 func (l *lazyRedis) close() {
 	l.once.Do(func() {
+		l.stopWatch()
 		close(l.closed)
 		if c := l.c.Load(); c != nil {
 			c.client.Close()

@@ -2,13 +2,24 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/service"
 )
 
 func TestRedisSettings(t *testing.T) {
@@ -67,5 +78,148 @@ func TestServeRedisPasswordFile(t *testing.T) {
 	}
 	if strings.Contains(stderr.String()+err.Error(), "wrong") {
 		t.Fatal("the password was logged")
+	}
+}
+
+// logTap is a slog handler that keeps every record and hands its message
+// to waitFor, so that a test waits for a line on a channel.
+type logTap struct {
+	mu      sync.Mutex
+	records []slog.Record
+	msgs    chan string
+}
+
+func newLogTap() *logTap { return &logTap{msgs: make(chan string, 10_000)} }
+
+func (l *logTap) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logTap) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logTap) WithGroup(string) slog.Handler            { return l }
+
+func (l *logTap) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.records = append(l.records, r.Clone())
+	l.mu.Unlock()
+	select {
+	case l.msgs <- r.Message:
+	default:
+	}
+	return nil
+}
+
+// waitFor waits up to 10s for a record with message msg.
+func (l *logTap) waitFor(t *testing.T, msg string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-l.msgs:
+			if m == msg {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q logged within 10s", msg)
+		}
+	}
+}
+
+// lines returns the records with message msg.
+func (l *logTap) lines(msg string) []slog.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []slog.Record
+	for _, r := range l.records {
+		if r.Message == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func attr(r slog.Record, key string) slog.Value {
+	var v slog.Value
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			v = a.Value
+			return false
+		}
+		return true
+	})
+	return v
+}
+
+// TestRedisOutageLogs: the Redis backend serve builds logs Redis lost and
+// back once each with no traffic, and 1,000 decisions failing in one
+// outage are one line, the next line counting the 999 held back.
+func TestRedisOutageLogs(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := loadSettings([]string{"--store", "redis", "--redis-addr", srv.Addr(), "--redis-timeout", "2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Redis.WatchEvery = 5 * time.Millisecond
+	tap := newLogTap()
+	log := slog.New(tap)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	be, err := openRedis(ctx, s, prometheus.NewRegistry(), clock.NewMonotonic(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.close()
+	pol, err := policy.Parse("outage.yaml", []byte("domains:\n  edge:\n    - {name: per-user, match: [{key: user_id}], capacity: 5, refill: 1/s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.Activate()
+	clk := new(clock.Fake)
+	svc, err := service.New(service.Options{
+		Policy: func() *policy.Policy { return pol }, Store: be.store, Local: be.local, StoreName: be.name,
+		Metrics: metrics.New(prometheus.NewRegistry()), Clock: clk, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func() {
+		t.Helper()
+		req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "u"}}},
+		}}
+		if r, err := svc.ShouldRateLimit(ctx, req); err != nil || r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("with Redis down: %v, %v; want OVER_LIMIT (on_store_error deny)", r, err)
+		}
+	}
+
+	srv.Stop()
+	tap.waitFor(t, "redis lost")
+	for range 1000 {
+		decide()
+		clk.Add(time.Millisecond)
+	}
+	clk.Add(10 * time.Second)
+	decide()
+	srv.Restart()
+	tap.waitFor(t, "redis back")
+	cancel()
+	be.close()
+
+	for msg, want := range map[string]int{"redis lost": 1, "redis back": 1, "store failed; rules' on_store_error decides": 2} {
+		if got := len(tap.lines(msg)); got != want {
+			t.Errorf("%q logged %d times, want %d", msg, got, want)
+		}
+	}
+	if failed := tap.lines("store failed; rules' on_store_error decides"); len(failed) == 2 {
+		if n := attr(failed[1], "suppressed").Int64(); n != 999 {
+			t.Errorf("the second failure line counts %d held back, want 999", n)
+		}
+	}
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	// Connected, lost, two failure lines, circuit open, back: a few lines
+	// for 1,001 failed decisions (once a line each), with some room.
+	if len(tap.records) > 10 {
+		for _, r := range tap.records {
+			t.Logf("%s %s", r.Level, r.Message)
+		}
+		t.Errorf("%d lines for one outage, want a few", len(tap.records))
 	}
 }
