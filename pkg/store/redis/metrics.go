@@ -10,6 +10,7 @@ type storeMetrics struct {
 	settles     *prometheus.CounterVec
 	replays     prometheus.Counter
 	idWaits     prometheus.Counter
+	inFlight    *prometheus.GaugeVec
 }
 
 // newStoreMetrics creates the store's metrics, registered on reg when it
@@ -18,7 +19,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 	m := &storeMetrics{
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_redis_errors_total",
-			Help: "Redis store calls that failed, by reason: timeout, error, circuit_open (not tried).",
+			Help: "Redis store calls that failed, by reason: timeout, error, circuit_open (not tried), shed (not admitted within the timeout: too much work in flight).",
 		}, []string{"reason"}),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokengate_redis_circuit_open",
@@ -44,9 +45,13 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Name: "tokengate_redis_request_id_waits_total",
 			Help: "Requests that waited for a concurrent call with the same request id.",
 		}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tokengate_redis_in_flight_items",
+			Help: "Items (buckets) of the decisions admitted to Redis and not yet answered, by class (light, heavy).",
+		}, []string{"class"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits)
+		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight)
 	}
 	return m
 }

@@ -41,6 +41,9 @@ type Options struct {
 	RequestTime bool
 	// Breaker tunes the circuit breaker.
 	Breaker BreakerOptions
+	// Admission bounds this replica's Redis work in flight, weighted by
+	// buckets, so that heavy requests cannot starve light ones (admit.go).
+	Admission AdmissionOptions
 	// Registerer, when set, receives the store's metrics.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger // [slog.Default()]
@@ -81,6 +84,9 @@ func New(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if err := opts.Admission.check(); err != nil {
+		return nil, err
+	}
 	var id [8]byte
 	rand.Read(id[:])
 	s := &Store{
@@ -93,6 +99,7 @@ func New(opts Options) (*Store, error) {
 		pendingMs: strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
 	}
 	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen)
+	s.opts.Admission.gate = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
 	s.forgot.Store(minInt64)
 	return s, nil
 }
@@ -132,12 +139,19 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	if len(req.Items) == 0 {
 		return store.Outcome{Allowed: true}, nil
 	}
+	cctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	// Admitted before the breaker is asked, so that a half-open breaker's
+	// probe is never shed: it reaches Redis and reports back.
+	gate := s.opts.Admission.gate
+	if err := gate.acquire(cctx, len(req.Items)); err != nil {
+		return store.Outcome{}, s.shed(ctx, len(req.Items), err)
+	}
+	defer gate.release(len(req.Items))
 	if !s.breaker.allow() {
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()
 		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
 	out, err := s.decide(cctx, req, results)
 	switch {
 	case err == nil:
