@@ -121,8 +121,13 @@ func (c *versionCache) drop(wp weak.Pointer[bucket.Version]) {
 // A collision-resistant hash, because the key holds client-controlled
 // values and two keys sharing a tag would share a bucket.
 func tag(key string) string {
+	t := tagBytes(key)
+	return hex.EncodeToString(t[:])
+}
+
+func tagBytes(key string) [16]byte {
 	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:16])
+	return [16]byte(sum[:16])
 }
 
 // bucketKey is the Redis key of a bucket: prefix{tag}. The braces make the

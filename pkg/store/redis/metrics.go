@@ -10,6 +10,7 @@ type storeMetrics struct {
 	settles     *prometheus.CounterVec
 	replays     prometheus.Counter
 	idWaits     prometheus.Counter
+	denyHits    prometheus.Counter
 	inFlight    *prometheus.GaugeVec
 }
 
@@ -41,6 +42,10 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Name: "tokengate_redis_replays_total",
 			Help: "Answers replayed from Redis for a repeated request id.",
 		}),
+		denyHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_redis_deny_cache_hits_total",
+			Help: "Requests rejected from snapshots of buckets Redis had just rejected, without calling Redis.",
+		}),
 		idWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tokengate_redis_request_id_waits_total",
 			Help: "Requests that waited for a concurrent call with the same request id.",
@@ -51,7 +56,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}, []string{"class"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight)
+		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight, m.denyHits)
 	}
 	return m
 }

@@ -44,6 +44,14 @@ type Options struct {
 	// Admission bounds this replica's Redis work in flight, weighted by
 	// buckets, so that heavy requests cannot starve light ones (admit.go).
 	Admission AdmissionOptions
+	// DenyCacheBytes bounds the snapshots of rejected buckets kept to
+	// answer over-limit requests without Redis (deny.go) [1 MiB]; < 0
+	// turns the cache off.
+	DenyCacheBytes int
+	// DenyCacheAge is how long a snapshot answers at most [1s]: the
+	// longest a refund or policy change made through another replica can
+	// go unseen here.
+	DenyCacheAge time.Duration
 	// Registerer, when set, receives the store's metrics.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger // [slog.Default()]
@@ -62,6 +70,7 @@ type Store struct {
 	// not stored (RequestTime only; see doc.go).
 	forgot              atomic.Int64
 	evalOnly            atomic.Bool // the server has no functions: call by EVALSHA (calls.go)
+	deny                *denyCache  // nil: off
 	windowMs, pendingMs string
 }
 
@@ -100,6 +109,13 @@ func New(opts Options) (*Store, error) {
 	}
 	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen)
 	s.opts.Admission.gate = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
+	if opts.DenyCacheBytes == 0 {
+		opts.DenyCacheBytes = 1 << 20
+	}
+	if opts.DenyCacheAge <= 0 {
+		opts.DenyCacheAge = time.Second
+	}
+	s.deny = newDenyCache(opts.DenyCacheBytes, int64(opts.DenyCacheAge))
 	s.forgot.Store(minInt64)
 	return s, nil
 }
@@ -139,6 +155,11 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	if len(req.Items) == 0 {
 		return store.Outcome{Allowed: true}, nil
 	}
+	tags := requestTags(req)
+	if s.deny != nil && s.deny.answer(req, tags, results) {
+		s.metrics.denyHits.Inc()
+		return store.Outcome{}, nil
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	// Admitted before the breaker is asked, so that a half-open breaker's
@@ -152,7 +173,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()
 		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
 	}
-	out, err := s.decide(cctx, req, results)
+	out, err := s.decide(cctx, req, results, tags)
 	switch {
 	case err == nil:
 		s.breaker.success()
@@ -169,6 +190,15 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	return out, err
 }
 
+// requestTags are the hash tags of a request's buckets.
+func requestTags(req *store.Request) [][16]byte {
+	tags := make([][16]byte, len(req.Items))
+	for i := range req.Items {
+		tags[i] = tagBytes(req.Items[i].Key)
+	}
+	return tags
+}
+
 func validate(req *store.Request, results []store.Result) error {
 	if n := len(req.Items); n > store.MaxItems || len(results) < n {
 		return fmt.Errorf("%w: %d items (at most %d, %d results)", store.ErrInvalid, n, store.MaxItems, len(results))
@@ -181,15 +211,19 @@ func validate(req *store.Request, results []store.Result) error {
 	return nil
 }
 
-func (s *Store) decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
+func (s *Store) decide(ctx context.Context, req *store.Request, results []store.Result, raw [][16]byte) (store.Outcome, error) {
 	tags := make([]string, len(req.Items))
-	for i := range req.Items {
-		tags[i] = tag(req.Items[i].Key)
+	for i := range raw {
+		tags[i] = hex.EncodeToString(raw[i][:])
 	}
 	if s.cluster {
 		if groups := bySlot(tags); len(groups) > 1 {
 			s.metrics.crossSlot.Inc()
-			return s.decideCross(ctx, req, results, tags, groups)
+			out, err := s.decideCross(ctx, req, results, tags, groups)
+			if err == nil && out.Allowed && s.deny != nil {
+				s.deny.learn(req, raw, true, nil)
+			}
+			return out, err
 		}
 	}
 	keys := make([]string, len(req.Items), len(req.Items)+1)
@@ -227,6 +261,9 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	}
 	for i := range items {
 		results[i] = items[i].res
+	}
+	if s.deny != nil {
+		s.deny.learn(req, raw, r.allowed, items)
 	}
 	return store.Outcome{Allowed: r.allowed}, nil
 }
@@ -275,13 +312,13 @@ func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []s
 		rec, err := s.client.Do(ctx, s.client.B().Hget().Key(idKey).Field(idFieldRecord).Build()).ToString()
 		switch {
 		case rueidis.IsRedisNil(err):
-			return s.decide(ctx, req, results)
+			return s.decide(ctx, req, results, requestTags(req))
 		case err != nil:
 			return store.Outcome{}, fmt.Errorf("redis: read request id answer: %w", err)
 		case rec != idPending:
 			// The answer is in: decide again, which replays it (and counts
 			// the replay against MaxReplays).
-			return s.decide(ctx, req, results)
+			return s.decide(ctx, req, results, requestTags(req))
 		}
 	}
 }

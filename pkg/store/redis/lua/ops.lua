@@ -280,7 +280,9 @@ local function answer(reply, i, r, allowed, reserve)
     x1, x2 = E.out(remr), E.out(resetr(w))
   elseif not allowed then
     rem, reset = remr, resetr(w)
-    if E == FAST then flags, x1, x2 = flags + FLAG_SNAPSHOT, w.s.f, w.s.a end
+    -- A new bucket's cursor depends on FLOOR (without expiry), which
+    -- moves: no snapshot of it then.
+    if E == FAST and (EXPIRE or not w.new) then flags, x1, x2 = flags + FLAG_SNAPSHOT, w.s.f, w.s.a end
   end
   reply[b + REPLY_FLAGS], reply[b + REPLY_REMAINING], reply[b + REPLY_RETRY] = flags, E.out(rem), E.out(r.retry)
   reply[b + REPLY_RESET], reply[b + REPLY_EXTRA1], reply[b + REPLY_EXTRA2] = E.out(reset), x1, x2
