@@ -42,22 +42,7 @@ domains:
 // marked degraded, with a retry time; a deny rule in the same request
 // makes it check only; Redis's return ends the degraded answers.
 func TestStoreErrorLocal(t *testing.T) {
-	pol, err := policy.Parse("local.yaml", []byte(localPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol.Activate()
-	clk := new(clock.Fake)
-	flaky := &switchable{ok: memory.New(memory.Options{Clock: clk})}
-	budget, err := local.New(local.Options{Share: 0.5, Memory: memory.Options{Clock: clk}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New(prometheus.NewRegistry())
-	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: flaky, Local: budget, StoreName: "redis", Metrics: m, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, flaky, m := flakyService(t, "local.yaml", localPolicy)
 	call := func(ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
 		t.Helper()
 		r, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: ds})
@@ -112,4 +97,27 @@ func (s *switchable) Decide(ctx context.Context, req *store.Request, res []store
 		return failing{}.Decide(ctx, req, res)
 	}
 	return s.ok.Decide(ctx, req, res)
+}
+
+// flakyService is a Service of the policy src on a store that fails while
+// its switch is on, with a local budget of a half for on_store_error local.
+func flakyService(t *testing.T, name, src string) (*Service, *switchable, *metrics.Metrics) {
+	t.Helper()
+	pol, err := policy.Parse(name, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.Activate()
+	clk := new(clock.Fake)
+	flaky := &switchable{ok: memory.New(memory.Options{Clock: clk})}
+	budget, err := local.New(local.Options{Share: 0.5, Memory: memory.Options{Clock: clk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(prometheus.NewRegistry())
+	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: flaky, Local: budget, StoreName: "redis", Metrics: m, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, flaky, m
 }

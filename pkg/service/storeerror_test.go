@@ -6,14 +6,9 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
-	"github.com/tokengate/tokengate/pkg/policy"
-	"github.com/tokengate/tokengate/pkg/store/local"
-	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
 const answersPolicy = `
@@ -47,22 +42,7 @@ domains:
 // shadow_over_limit, so that a dashboard tells a failing store's
 // OVER_LIMIT from a spent bucket's.
 func TestStoreErrorAnswers(t *testing.T) {
-	pol, err := policy.Parse("answers.yaml", []byte(answersPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol.Activate()
-	clk := new(clock.Fake)
-	flaky := &switchable{ok: memory.New(memory.Options{Clock: clk})}
-	budget, err := local.New(local.Options{Share: 0.5, Memory: memory.Options{Clock: clk}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New(prometheus.NewRegistry())
-	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: flaky, Local: budget, StoreName: "redis", Metrics: m, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, flaky, m := flakyService(t, "answers.yaml", answersPolicy)
 	for _, step := range []struct {
 		name string
 		fail bool
