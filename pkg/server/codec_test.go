@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/tokengate/tokengate/internal/wiretest"
 	"github.com/tokengate/tokengate/pkg/metrics"
 )
 
@@ -59,9 +60,9 @@ func TestCodecMatchesProto(t *testing.T) {
 // codec's own error.
 func TestCodecUnmarshal(t *testing.T) {
 	// healthpb.HealthCheckRequest: service = 1.
-	health := wire{}.str(1, "\xff")
-	valid := rateLimitRequestWire("edge", 0, descriptorWire("user_id", "alice"))
-	invalid := rateLimitRequestWire("edge", 0, descriptorWire("user_id", "\xff"))
+	health := wire{}.Str(1, "\xff")
+	valid := wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", "alice"))
+	invalid := wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", "\xff"))
 	tests := []struct {
 		name    string
 		b       wire
@@ -71,7 +72,7 @@ func TestCodecUnmarshal(t *testing.T) {
 	}{
 		{"valid RateLimitRequest: the fast path", valid, &rlsv3.RateLimitRequest{}, false, map[string]float64{}},
 		{"invalid UTF-8 in a RateLimitRequest", invalid, &rlsv3.RateLimitRequest{}, false, map[string]float64{metrics.FrontDoorRateLimit: 1}},
-		{"invalid UTF-8 in a CheckRequest", checkRequestWire("10.0.0.1", "", "/", "x-user-id", "\xff"), &authv3.CheckRequest{}, false,
+		{"invalid UTF-8 in a CheckRequest", wiretest.CheckRequest("10.0.0.1", "", "/", "x-user-id", "\xff"), &authv3.CheckRequest{}, false,
 			map[string]float64{metrics.FrontDoorExtAuthz: 1}},
 		{"invalid UTF-8, then truncated", invalid[:len(invalid)-1], &rlsv3.RateLimitRequest{}, true, map[string]float64{}},
 		{"invalid UTF-8 in a health check", health, &healthpb.HealthCheckRequest{}, true, map[string]float64{}},

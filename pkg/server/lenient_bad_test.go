@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tokengate/tokengate/internal/wiretest"
 )
 
 // TestLenientInvalidUTF8: what proto.Unmarshal refuses for invalid UTF-8
@@ -35,24 +37,24 @@ func TestLenientInvalidUTF8(t *testing.T) {
 		want    string
 		another func(proto.Message) string // a valid string beside it, read back as "ok"
 	}{
-		{"domain", &rlsv3.RateLimitRequest{}, rateLimitRequestWire("\xffedge", 1, descriptorWire("user_id", "ok")), 1,
+		{"domain", &rlsv3.RateLimitRequest{}, wiretest.RateLimitRequest("\xffedge", 1, wiretest.Descriptor("user_id", "ok")), 1,
 			rls(func(r *rlsv3.RateLimitRequest) string { return r.Domain }), "\xffedge", value},
-		{"descriptor key", &rlsv3.RateLimitRequest{}, rateLimitRequestWire("edge", 0, descriptorWire("user\xff", "ok")), 1,
+		{"descriptor key", &rlsv3.RateLimitRequest{}, wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user\xff", "ok")), 1,
 			rls(func(r *rlsv3.RateLimitRequest) string { return r.Descriptors[0].Entries[0].Key }), "user\xff", value},
-		{"descriptor value 0xff", &rlsv3.RateLimitRequest{}, rateLimitRequestWire("edge", 0, descriptorWire("user_id", "\xff"), descriptorWire("k", "ok")), 1,
+		{"descriptor value 0xff", &rlsv3.RateLimitRequest{}, wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", "\xff"), wiretest.Descriptor("k", "ok")), 1,
 			value, "\xff", rls(func(r *rlsv3.RateLimitRequest) string { return r.Descriptors[1].Entries[0].Value })},
 		{"descriptor value: overlong, surrogate, truncated, NUL", &rlsv3.RateLimitRequest{},
-			rateLimitRequestWire("edge", 0, descriptorWire("user_id", "\xc0\xaf\xed\xa0\x80\x00\xe2\x82", "b", "\x80"), descriptorWire("k", "ok")), 2,
+			wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", "\xc0\xaf\xed\xa0\x80\x00\xe2\x82", "b", "\x80"), wiretest.Descriptor("k", "ok")), 2,
 			value, "\xc0\xaf\xed\xa0\x80\x00\xe2\x82", rls(func(r *rlsv3.RateLimitRequest) string { return r.Descriptors[1].Entries[0].Value })},
-		{"ext_authz header value", &authv3.CheckRequest{}, checkRequestWire("10.0.0.1", "edge", "/", "x-user-id", "\xff\xfe"), 1,
+		{"ext_authz header value", &authv3.CheckRequest{}, wiretest.CheckRequest("10.0.0.1", "edge", "/", "x-user-id", "\xff\xfe"), 1,
 			http(func(h *authv3.AttributeContext_HttpRequest) string { return h.Headers["x-user-id"] }), "\xff\xfe",
 			http(func(h *authv3.AttributeContext_HttpRequest) string { return map[bool]string{true: "ok"}[h.Path == "/"] })},
-		{"ext_authz header name", &authv3.CheckRequest{}, checkRequestWire("10.0.0.1", "edge", "/", "x-\xff", "v"), 1,
+		{"ext_authz header name", &authv3.CheckRequest{}, wiretest.CheckRequest("10.0.0.1", "edge", "/", "x-\xff", "v"), 1,
 			http(func(h *authv3.AttributeContext_HttpRequest) string { return h.Headers["x-\xff"] }), "v",
 			http(func(h *authv3.AttributeContext_HttpRequest) string {
 				return map[bool]string{true: "ok"}[h.Host == "app.example.com"]
 			})},
-		{"ext_authz path and domain", &authv3.CheckRequest{}, checkRequestWire("10.0.0.1", "\xfe", "/\xff", "x-user-id", "ok"), 2,
+		{"ext_authz path and domain", &authv3.CheckRequest{}, wiretest.CheckRequest("10.0.0.1", "\xfe", "/\xff", "x-user-id", "ok"), 2,
 			http(func(h *authv3.AttributeContext_HttpRequest) string { return h.Path }), "/\xff",
 			http(func(h *authv3.AttributeContext_HttpRequest) string { return h.Headers["x-user-id"] })},
 	}
@@ -83,16 +85,16 @@ func TestLenientMalformed(t *testing.T) {
 	check := (&authv3.CheckRequest{}).ProtoReflect().Type()
 	tag := func(num protowire.Number, typ protowire.Type) wire { return protowire.AppendTag(nil, num, typ) }
 	// A descriptor's value whose length runs past its entry.
-	overrun := wire{}.msg(2, wire{}.msg(1, append(protowire.AppendVarint(tag(2, protowire.BytesType), 9), "ab"...)))
+	overrun := wire{}.Msg(2, wire{}.Msg(1, append(protowire.AppendVarint(tag(2, protowire.BytesType), 9), "ab"...)))
 	// structpb.Value nested deeper than the recursion limit:
 	// list_value = 6, values = 1.
-	deep := wire{}.str(2, "x")
+	deep := wire{}.Str(2, "x")
 	for range protowire.DefaultRecursionLimit/2 + 1 {
-		deep = wire{}.msg(6, wire{}.msg(1, deep))
+		deep = wire{}.Msg(6, wire{}.Msg(1, deep))
 	}
 	// A NamePart without its required is_extension: uninterpreted_option =
 	// 999, name = 2, name_part = 1.
-	missing := wire{}.msg(999, wire{}.msg(2, wire{}.str(1, "x")))
+	missing := wire{}.Msg(999, wire{}.Msg(2, wire{}.Str(1, "x")))
 	tests := []struct {
 		name string
 		typ  protoreflect.MessageType
@@ -104,16 +106,16 @@ func TestLenientMalformed(t *testing.T) {
 		{"wire type 6", rls, wire{1<<3 | 6, 0}},
 		{"wire type 7", rls, wire{1<<3 | 7, 0}},
 		{"end of a group that never started", rls, tag(9, protowire.EndGroupType)},
-		{"an unknown group never ended", rls, append(tag(9, protowire.StartGroupType), wire{}.varint(1, 1)...)},
+		{"an unknown group never ended", rls, append(tag(9, protowire.StartGroupType), wire{}.Varint(1, 1)...)},
 		{"truncated varint", rls, wire{3 << 3, 0x80, 0x80}},
 		{"varint of 11 bytes", rls, append(wire{3 << 3}, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01)},
 		{"length past the end", rls, append(protowire.AppendVarint(tag(1, protowire.BytesType), 5), "ed"...)},
 		{"truncated fixed64 in an unknown field", rls, append(tag(20, protowire.Fixed64Type), 1, 2, 3)},
 		{"a descriptor's value runs past its entry", rls, overrun},
-		{"truncated header map entry", check, wire{}.msg(1, wire{}.msg(4, wire{}.msg(2, wire{}.msg(3, wire{0x0a, 0x05, 'x'}))))},
-		{"header map entry with field number 0", check, wire{}.msg(1, wire{}.msg(4, wire{}.msg(2, wire{}.msg(3, wire{0x00, 0x00}))))},
-		{"packed path with a truncated varint", (&descriptorpb.SourceCodeInfo_Location{}).ProtoReflect().Type(), wire{}.msg(1, wire{0x01, 0x80})},
-		{"packed fixed32 of 3 bytes", allKinds(), wire{}.msg(29, wire{1, 2, 3})},
+		{"truncated header map entry", check, wire{}.Msg(1, wire{}.Msg(4, wire{}.Msg(2, wire{}.Msg(3, wire{0x0a, 0x05, 'x'}))))},
+		{"header map entry with field number 0", check, wire{}.Msg(1, wire{}.Msg(4, wire{}.Msg(2, wire{}.Msg(3, wire{0x00, 0x00}))))},
+		{"packed path with a truncated varint", (&descriptorpb.SourceCodeInfo_Location{}).ProtoReflect().Type(), wire{}.Msg(1, wire{0x01, 0x80})},
+		{"packed fixed32 of 3 bytes", allKinds(), wire{}.Msg(29, wire{1, 2, 3})},
 		{"nesting past the recursion limit", (&structpb.Value{}).ProtoReflect().Type(), deep},
 		{"a required field missing", (&descriptorpb.FieldOptions{}).ProtoReflect().Type(), missing},
 	}
@@ -144,9 +146,9 @@ func TestLenientPrefixes(t *testing.T) {
 		b    wire
 	}{
 		{"CheckRequest", (&authv3.CheckRequest{}).ProtoReflect().Type(), full},
-		{"CheckRequest with an invalid header", (&authv3.CheckRequest{}).ProtoReflect().Type(), checkRequestWire("10.0.0.1", "edge", "/", "x-user-id", "\xff", "b", "c")},
+		{"CheckRequest with an invalid header", (&authv3.CheckRequest{}).ProtoReflect().Type(), wiretest.CheckRequest("10.0.0.1", "edge", "/", "x-user-id", "\xff", "b", "c")},
 		{"RateLimitRequest with an invalid value", (&rlsv3.RateLimitRequest{}).ProtoReflect().Type(),
-			rateLimitRequestWire("edge", 2, descriptorWire("user_id", "\xfe"), descriptorWire("k", "v"))},
+			wiretest.RateLimitRequest("edge", 2, wiretest.Descriptor("user_id", "\xfe"), wiretest.Descriptor("k", "v"))},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,7 +18,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/tokengate/tokengate/internal/wiretest"
 )
+
+// wire is protobuf wire data built by hand (internal/wiretest).
+type wire = wiretest.Wire
 
 // fullRateLimitRequest sets every field of a RateLimitRequest.
 func fullRateLimitRequest() *rlsv3.RateLimitRequest {
@@ -165,10 +170,10 @@ func TestLenientMatchesProto(t *testing.T) {
 	check := (&authv3.CheckRequest{}).ProtoReflect().Type()
 	loc := (&descriptorpb.SourceCodeInfo_Location{}).ProtoReflect().Type()
 	// An HttpRequest inside a CheckRequest: attributes = 1, request = 4, http = 2.
-	inHTTP := func(http wire) wire { return wire{}.msg(1, wire{}.msg(4, wire{}.msg(2, http))) }
+	inHTTP := func(http wire) wire { return wire{}.Msg(1, wire{}.Msg(4, wire{}.Msg(2, http))) }
 	// A SocketAddress as the CheckRequest's source: attributes = 1,
 	// source = 1, address = 1, socket_address = 1.
-	inSocket := func(addr wire) wire { return wire{}.msg(1, wire{}.msg(1, wire{}.msg(1, wire{}.msg(1, addr)))) }
+	inSocket := func(addr wire) wire { return wire{}.Msg(1, wire{}.Msg(1, wire{}.Msg(1, wire{}.Msg(1, addr)))) }
 	group := func(num protowire.Number, fields wire) wire {
 		return protowire.AppendTag(append(protowire.AppendTag(nil, num, protowire.StartGroupType), fields...), num, protowire.EndGroupType)
 	}
@@ -180,7 +185,7 @@ func TestLenientMatchesProto(t *testing.T) {
 		for _, v := range vs {
 			p = protowire.AppendVarint(p, v)
 		}
-		return wire{}.msg(num, p)
+		return wire{}.Msg(num, p)
 	}
 	tests := []struct {
 		name string
@@ -192,25 +197,25 @@ func TestLenientMatchesProto(t *testing.T) {
 		{"CheckRequest, headers map and nested attributes", check, marshal(fullCheckRequest())},
 		{"FieldOptions: proto2, extensions, closed enums", (&descriptorpb.FieldOptions{}).ProtoReflect().Type(), marshal(fieldOptions())},
 		{"every kind, packed and unpacked", allKinds(), marshal(fullAllKinds(t).Interface())},
-		{"domain twice: the last wins", rls, wire{}.str(1, "a").str(1, "edge")},
-		{"hits_addend as fixed32: an unknown field", rls, fixed32(wire{}.str(1, "edge"), 3, 5)},
+		{"domain twice: the last wins", rls, wire{}.Str(1, "a").Str(1, "edge")},
+		{"hits_addend as fixed32: an unknown field", rls, fixed32(wire{}.Str(1, "edge"), 3, 5)},
 		{"unknown fields of every wire type, kept in order", rls, wire(protowire.AppendFixed64(protowire.AppendTag(
-			wire{}.varint(99, 1).str(100, "x"), 101, protowire.Fixed64Type), 7)).msg(2, wire{}.varint(15, 1))},
-		{"an unknown group", rls, append(group(9, wire{}.varint(1, 5).msg(2, group(3, nil))), wire{}.str(1, "edge")...)},
-		{"a descriptor's limit in two parts, merged", rls, wire{}.msg(2, wire{}.msg(2, wire{}.varint(1, 10)).msg(2, wire{}.varint(2, 2)))},
-		{"a header map entry without a value, one without a key", check, inHTTP(wire{}.msg(3, wire{}.str(1, "x-user-id")).msg(3, wire{}.str(2, "v")))},
+			wire{}.Varint(99, 1).Str(100, "x"), 101, protowire.Fixed64Type), 7)).Msg(2, wire{}.Varint(15, 1))},
+		{"an unknown group", rls, append(group(9, wire{}.Varint(1, 5).Msg(2, group(3, nil))), wire{}.Str(1, "edge")...)},
+		{"a descriptor's limit in two parts, merged", rls, wire{}.Msg(2, wire{}.Msg(2, wire{}.Varint(1, 10)).Msg(2, wire{}.Varint(2, 2)))},
+		{"a header map entry without a value, one without a key", check, inHTTP(wire{}.Msg(3, wire{}.Str(1, "x-user-id")).Msg(3, wire{}.Str(2, "v")))},
 		{"a header map entry with an unknown field and a value of the wrong wire type", check,
-			inHTTP(wire{}.msg(3, entry("a", "b").varint(3, 1)).msg(3, wire{}.str(1, "c").varint(2, 1)))},
-		{"a header twice: the last entry wins", check, inHTTP(wire{}.msg(3, entry("k", "1")).msg(3, entry("k", "2")))},
+			inHTTP(wire{}.Msg(3, wiretest.Entry("a", "b").Varint(3, 1)).Msg(3, wire{}.Str(1, "c").Varint(2, 1)))},
+		{"a header twice: the last entry wins", check, inHTTP(wire{}.Msg(3, wiretest.Entry("k", "1")).Msg(3, wiretest.Entry("k", "2")))},
 		{"oneof: pipe replaces the socket address", check,
-			wire{}.msg(1, wire{}.msg(1, wire{}.msg(1, wire{}.msg(1, wire{}.str(2, "10.0.0.1")).msg(2, wire{}.str(1, "/tmp/s")))))},
-		{"oneof: the same member twice, merged", check, append(inSocket(wire{}.str(2, "10.0.0.1")), inSocket(wire{}.varint(3, 8080))...)},
-		{"packed path, unpacked span", loc, packed(1, 1, 2, 300).varint(2, 4).varint(2, 5).varint(1, 7)},
-		{"every kind: unpacked where packed is declared and the reverse", allKinds(), wire{}.varint(22, 1).varint(22, 2).msg(42, wire{}.varint(1, 1<<40)).varint(42, 3)},
-		{"sint32 with bits above 32", allKinds(), wire{}.varint(3, 1<<40|3)},
-		{"oneof: an int64 after a message", allKinds(), wire{}.msg(71, wire{}.varint(2, 1)).varint(72, 9)},
-		{"a map of messages, merged values in one entry", allKinds(), wire{}.msg(81, wire{}.varint(1, 4).msg(2, wire{}.varint(2, 1)).msg(2, wire{}.varint(4, 2)))},
-		{"an enum value the enum does not declare", allKinds(), wire{}.varint(16, 77)},
+			wire{}.Msg(1, wire{}.Msg(1, wire{}.Msg(1, wire{}.Msg(1, wire{}.Str(2, "10.0.0.1")).Msg(2, wire{}.Str(1, "/tmp/s")))))},
+		{"oneof: the same member twice, merged", check, append(inSocket(wire{}.Str(2, "10.0.0.1")), inSocket(wire{}.Varint(3, 8080))...)},
+		{"packed path, unpacked span", loc, packed(1, 1, 2, 300).Varint(2, 4).Varint(2, 5).Varint(1, 7)},
+		{"every kind: unpacked where packed is declared and the reverse", allKinds(), wire{}.Varint(22, 1).Varint(22, 2).Msg(42, wire{}.Varint(1, 1<<40)).Varint(42, 3)},
+		{"sint32 with bits above 32", allKinds(), wire{}.Varint(3, 1<<40|3)},
+		{"oneof: an int64 after a message", allKinds(), wire{}.Msg(71, wire{}.Varint(2, 1)).Varint(72, 9)},
+		{"a map of messages, merged values in one entry", allKinds(), wire{}.Msg(81, wire{}.Varint(1, 4).Msg(2, wire{}.Varint(2, 1)).Msg(2, wire{}.Varint(4, 2)))},
+		{"an enum value the enum does not declare", allKinds(), wire{}.Varint(16, 77)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tokengate/tokengate/internal/wiretest"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/frontdoor"
 	"github.com/tokengate/tokengate/pkg/metrics"
@@ -85,21 +85,6 @@ func startServer(t *testing.T, yaml string) (*Server, *metrics.Metrics) {
 	return srv, m
 }
 
-// rawCodec is a client codec that sends *wire as it is and receives into
-// *[]byte, so that a test writes the request bytes itself.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(*v.(*wire))}, nil
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	*v.(*[]byte) = data.Materialize()
-	return nil
-}
-
-func (rawCodec) Name() string { return "proto" }
-
 // rawClient sends wire data it was given as a gRPC request, as Envoy would
 // send a request holding a header's bytes.
 type rawClient struct{ conn *grpc.ClientConn }
@@ -118,17 +103,13 @@ func dialRaw(t *testing.T, addr string) rawClient {
 func (c rawClient) call(method string, req wire, resp proto.Message) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var out []byte
-	if err := c.conn.Invoke(ctx, method, &req, &out, grpc.ForceCodecV2(rawCodec{})); err != nil {
-		return err
-	}
-	return proto.Unmarshal(out, resp)
+	return wiretest.Invoke(ctx, c.conn, method, req, resp)
 }
 
 func (c rawClient) shouldRateLimit(t *testing.T, req wire) rlsv3.RateLimitResponse_Code {
 	t.Helper()
 	var resp rlsv3.RateLimitResponse
-	if err := c.call("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", req, &resp); err != nil {
+	if err := c.call(wiretest.ShouldRateLimit, req, &resp); err != nil {
 		t.Fatalf("ShouldRateLimit: %v", err)
 	}
 	return resp.OverallCode
@@ -138,7 +119,7 @@ func (c rawClient) shouldRateLimit(t *testing.T, req wire) rlsv3.RateLimitRespon
 func (c rawClient) check(t *testing.T, req wire) bool {
 	t.Helper()
 	var resp authv3.CheckResponse
-	if err := c.call("/envoy.service.auth.v3.Authorization/Check", req, &resp); err != nil {
+	if err := c.call(wiretest.Check, req, &resp); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
 	return codes.Code(resp.GetStatus().GetCode()) == codes.OK
@@ -161,7 +142,7 @@ func TestInvalidUTF8IsLimited(t *testing.T) {
 				if i == utf8Capacity {
 					want = rlsv3.RateLimitResponse_OVER_LIMIT
 				}
-				if got := c.shouldRateLimit(t, rateLimitRequestWire("edge", 0, descriptorWire("user_id", v))); got != want {
+				if got := c.shouldRateLimit(t, wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", v))); got != want {
 					t.Fatalf("value %q, request %d: %v, want %v", v, i+1, got, want)
 				}
 			}
@@ -174,7 +155,7 @@ func TestInvalidUTF8IsLimited(t *testing.T) {
 		before := counted(metrics.FrontDoorExtAuthz)
 		for _, v := range []string{"\xfd", "\xfc\x80"} {
 			for i := range utf8Capacity + 1 {
-				req := checkRequestWire("10.0.0.1", "", "/", "x-user-id", v)
+				req := wiretest.CheckRequest("10.0.0.1", "", "/", "x-user-id", v)
 				if got, want := c.check(t, req), i < utf8Capacity; got != want {
 					t.Fatalf("x-user-id %q, request %d: allowed %v, want %v", v, i+1, got, want)
 				}
@@ -182,7 +163,7 @@ func TestInvalidUTF8IsLimited(t *testing.T) {
 		}
 		// The same bytes through ext_authz are the bucket ShouldRateLimit
 		// used up.
-		if c.check(t, checkRequestWire("10.0.0.1", "", "/", "x-user-id", "\xff")) {
+		if c.check(t, wiretest.CheckRequest("10.0.0.1", "", "/", "x-user-id", "\xff")) {
 			t.Fatal(`x-user-id "\xff" allowed: its bucket is empty`)
 		}
 		if n := counted(metrics.FrontDoorExtAuthz) - before; n != 2*(utf8Capacity+1)+1 {
@@ -191,7 +172,7 @@ func TestInvalidUTF8IsLimited(t *testing.T) {
 	})
 	t.Run("valid requests are not counted", func(t *testing.T) {
 		before := counted(metrics.FrontDoorRateLimit)
-		if got := c.shouldRateLimit(t, rateLimitRequestWire("edge", 0, descriptorWire("user_id", "alice"))); got != rlsv3.RateLimitResponse_OK {
+		if got := c.shouldRateLimit(t, wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", "alice"))); got != rlsv3.RateLimitResponse_OK {
 			t.Fatalf("alice: %v", got)
 		}
 		if n := counted(metrics.FrontDoorRateLimit) - before; n != 0 {
@@ -199,9 +180,9 @@ func TestInvalidUTF8IsLimited(t *testing.T) {
 		}
 	})
 	t.Run("malformed wire data is refused", func(t *testing.T) {
-		req := rateLimitRequestWire("edge", 0, descriptorWire("user_id", "\xff"))
+		req := wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", "\xff"))
 		var resp rlsv3.RateLimitResponse
-		err := c.call("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", req[:len(req)-1], &resp)
+		err := c.call(wiretest.ShouldRateLimit, req[:len(req)-1], &resp)
 		if status.Code(err) != codes.Internal {
 			t.Fatalf("truncated request: %v, want Internal", err)
 		}

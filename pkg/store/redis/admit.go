@@ -58,9 +58,6 @@ type AdmissionOptions struct {
 	// Wait is the longest a request waits to be admitted [half of
 	// Options.Timeout]; the call then has the rest of the timeout.
 	Wait time.Duration
-
-	// gate is the admission New builds from these options; Decide uses it.
-	gate *admission
 }
 
 func (o AdmissionOptions) check() error {

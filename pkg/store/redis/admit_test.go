@@ -386,7 +386,7 @@ func TestAdmitShedIsNotABreakerFailure(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newStore(t, newClient(t, srv.Addr()), Options{Admission: AdmissionOptions{Budget: 4, Wait: time.Millisecond}})
 	v := storetest.Version(t, 1, 10, "1/s")
-	gate := s.opts.Admission.gate
+	gate := s.admit
 	mustAcquire(t, gate, context.Background(), 4)
 	for range 5 { // more than BreakerOptions.Failures
 		_, err := s.Decide(context.Background(), &store.Request{Items: []store.Item{{Key: "a", Version: v, Cost: 1}}}, make([]store.Result, 1))

@@ -117,14 +117,10 @@ func (c *versionCache) drop(wp weak.Pointer[bucket.Version]) {
 	c.mu.Unlock()
 }
 
-// tag is the hash tag of a bucket: 128 bits of SHA-256 of its key, in hex.
+// tagBytes is the hash tag of a bucket: 128 bits of SHA-256 of its key
+// (the store writes it in hex).
 // A collision-resistant hash, because the key holds client-controlled
 // values and two keys sharing a tag would share a bucket.
-func tag(key string) string {
-	t := tagBytes(key)
-	return hex.EncodeToString(t[:])
-}
-
 func tagBytes(key string) [16]byte {
 	sum := sha256.Sum256([]byte(key))
 	return [16]byte(sum[:16])

@@ -39,7 +39,7 @@ type groupReply struct {
 	err    error
 }
 
-func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, tags []string, groups [][]int) (store.Outcome, error) {
+func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, raw [][16]byte, tags []string, groups [][]int) (store.Outcome, error) {
 	calls := make([]call, len(groups))
 	for g, idx := range groups {
 		keys := make([]string, len(idx), len(idx)+1)
@@ -74,7 +74,7 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 		case first.kind == kindReplay:
 			return s.replay(first.record, results[:len(req.Items)])
 		}
-		return s.awaitReplay(ctx, req, results, calls[0].keys[len(calls[0].keys)-1])
+		return s.awaitReplay(ctx, req, results, raw, calls[0].keys[len(calls[0].keys)-1])
 	}
 
 	allowed := true

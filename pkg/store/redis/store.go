@@ -70,7 +70,8 @@ type Store struct {
 	// not stored (RequestTime only; see doc.go).
 	forgot              atomic.Int64
 	evalOnly            atomic.Bool // the server has no functions: call by EVALSHA (calls.go)
-	deny                *denyCache  // nil: off
+	admit               *admission  // nil: admits everything (admit.go)
+	deny                *denyCache  // nil: off (deny.go)
 	windowMs, pendingMs string
 }
 
@@ -96,6 +97,12 @@ func New(opts Options) (*Store, error) {
 	if err := opts.Admission.check(); err != nil {
 		return nil, err
 	}
+	if opts.DenyCacheBytes == 0 {
+		opts.DenyCacheBytes = 1 << 20
+	}
+	if opts.DenyCacheAge <= 0 {
+		opts.DenyCacheAge = time.Second
+	}
 	var id [8]byte
 	rand.Read(id[:])
 	s := &Store{
@@ -108,13 +115,7 @@ func New(opts Options) (*Store, error) {
 		pendingMs: strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
 	}
 	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen)
-	s.opts.Admission.gate = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
-	if opts.DenyCacheBytes == 0 {
-		opts.DenyCacheBytes = 1 << 20
-	}
-	if opts.DenyCacheAge <= 0 {
-		opts.DenyCacheAge = time.Second
-	}
+	s.admit = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
 	s.deny = newDenyCache(opts.DenyCacheBytes, int64(opts.DenyCacheAge))
 	s.forgot.Store(minInt64)
 	return s, nil
@@ -164,11 +165,10 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	defer cancel()
 	// Admitted before the breaker is asked, so that a half-open breaker's
 	// probe is never shed: it reaches Redis and reports back.
-	gate := s.opts.Admission.gate
-	if err := gate.acquire(cctx, len(req.Items)); err != nil {
+	if err := s.admit.acquire(cctx, len(req.Items)); err != nil {
 		return store.Outcome{}, s.shed(ctx, len(req.Items), err)
 	}
-	defer gate.release(len(req.Items))
+	defer s.admit.release(len(req.Items))
 	if !s.breaker.allow() {
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()
 		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
@@ -219,7 +219,7 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	if s.cluster {
 		if groups := bySlot(tags); len(groups) > 1 {
 			s.metrics.crossSlot.Inc()
-			out, err := s.decideCross(ctx, req, results, tags, groups)
+			out, err := s.decideCross(ctx, req, results, raw, tags, groups)
 			if err == nil && out.Allowed && s.deny != nil {
 				s.deny.learn(req, raw, true, nil)
 			}
@@ -244,18 +244,17 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		return store.Outcome{}, fmt.Errorf("redis: decide %d items: %w", len(req.Items), err)
 	}
 	var small [8]itemRecord
-	items := small[:0]
-	if n := len(req.Items); n > len(small) {
-		items = make([]itemRecord, n)
-	} else {
-		items = small[:n]
+	items := small[:]
+	if len(req.Items) > len(small) {
+		items = make([]itemRecord, len(req.Items))
 	}
+	items = items[:len(req.Items)]
 	r, err := s.decodeReply(msgs, items)
 	switch {
 	case err != nil:
 		return store.Outcome{}, err
 	case r.kind == kindPending:
-		return s.awaitReplay(ctx, req, results, keys[len(keys)-1])
+		return s.awaitReplay(ctx, req, results, raw, keys[len(keys)-1])
 	case r.kind == kindReplay:
 		return s.replay(r.record, results[:len(req.Items)])
 	}
@@ -299,7 +298,7 @@ func (s *Store) replay(rec string, results []store.Result) (store.Outcome, error
 // awaitReplay waits, within ctx, for the call that holds the request id to
 // record its answer, and replays it. Should the claim vanish (that call
 // failed), the request is decided again.
-func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []store.Result, idKey string) (store.Outcome, error) {
+func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []store.Result, raw [][16]byte, idKey string) (store.Outcome, error) {
 	s.metrics.idWaits.Inc()
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
@@ -312,13 +311,13 @@ func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []s
 		rec, err := s.client.Do(ctx, s.client.B().Hget().Key(idKey).Field(idFieldRecord).Build()).ToString()
 		switch {
 		case rueidis.IsRedisNil(err):
-			return s.decide(ctx, req, results, requestTags(req))
+			return s.decide(ctx, req, results, raw)
 		case err != nil:
 			return store.Outcome{}, fmt.Errorf("redis: read request id answer: %w", err)
 		case rec != idPending:
 			// The answer is in: decide again, which replays it (and counts
 			// the replay against MaxReplays).
-			return s.decide(ctx, req, results, requestTags(req))
+			return s.decide(ctx, req, results, raw)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"encoding/hex"
 	"testing"
 	"time"
 
@@ -22,6 +23,12 @@ func newClient(t testing.TB, addrs ...string) rueidis.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// tag is a bucket key's hash tag, as the store writes it.
+func tag(key string) string {
+	t := tagBytes(key)
+	return hex.EncodeToString(t[:])
 }
 
 func newStore(t testing.TB, c rueidis.Client, opts Options) *Store {

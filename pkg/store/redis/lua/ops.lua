@@ -204,6 +204,13 @@ local function resetr(w)
   return w.resetr
 end
 
+-- keepid writes the request id's record, kept for ms.
+local function keepid(rec, ms)
+  local idk = KEYS[NITEMS + 1]
+  redis.call('HSET', idk, ID_FIELD_FP, ARGV[ARG_FP], ID_FIELD_LEFT, ARGV[ARG_MAX_REPLAYS], ID_FIELD_RECORD, rec)
+  redis.call('PEXPIRE', idk, ms)
+end
+
 -- claim looks up the request id: its replay reply, or whether to record
 -- this answer. A reserve claims a new id (ID_PENDING) for its settle.
 local function claim()
@@ -222,17 +229,8 @@ local function claim()
     end
     return nil, false
   end
-  if OP == OP_RESERVE then
-    redis.call('HSET', idk, ID_FIELD_FP, ARGV[ARG_FP], ID_FIELD_LEFT, ARGV[ARG_MAX_REPLAYS], ID_FIELD_RECORD, ID_PENDING)
-    redis.call('PEXPIRE', idk, ARGV[ARG_PENDING])
-  end
+  if OP == OP_RESERVE then keepid(ID_PENDING, ARGV[ARG_PENDING]) end
   return nil, true
-end
-
-local function keepid(rec)
-  local idk = KEYS[NITEMS + 1]
-  redis.call('HSET', idk, ID_FIELD_FP, ARGV[ARG_FP], ID_FIELD_LEFT, ARGV[ARG_MAX_REPLAYS], ID_FIELD_RECORD, rec)
-  redis.call('PEXPIRE', idk, ARGV[ARG_WINDOW])
 end
 
 -- run decides every item in order on its bucket's running state: whether
@@ -333,7 +331,7 @@ local function decideop(reserve)
       local w = order[k]
       if allowed then put(w, w.cur, w.reseta, w.dirty or w.charged) else put(w, w.s, resetr(w), w.dirty) end
     end
-    if keep then keepid(record(reply, NITEMS)) end
+    if keep then keepid(record(reply, NITEMS), ARGV[ARG_WINDOW]) end
   end
   reply[REPLY_FORGOT] = forgot or ''
   return reply
@@ -382,6 +380,8 @@ local function main(keys, args)
   clock()
   OP, EXPIRE, PID, IDMODE = ARGV[ARG_OP], ARGV[ARG_EXPIRE] == '1', ARGV[ARG_PID], ARGV[ARG_ID_MODE]
   NITEMS, FLOOR, forgot = tonumber(ARGV[ARG_ITEMS]), ARGV[ARG_FLOOR], nil
+  if OP == OP_DECIDE then return decideop(false) end
+  if OP == OP_RESERVE then return decideop(true) end
   if OP == OP_SETTLE then return settleop() end
-  return decideop(OP == OP_RESERVE)
+  return redis.error_reply('tokengate: unknown operation ' .. tostring(OP))
 end
