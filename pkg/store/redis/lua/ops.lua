@@ -67,25 +67,34 @@ end
 
 local function bigparams(c, n, p) return {c = num(c), n = num(n), p = num(p)} end
 
+-- work is a bucket's working state: its engine, parameters, state as
+-- loaded (s) and as decided so far (cur), the identity and activation of
+-- the version it is decided under, the instant its key surely lives to,
+-- whether it is new or changed by loading (dirty). Every field is set
+-- here, at once: a Lua table that grows field by field is rehashed at
+-- every power of two.
+local function work(E, p, s, id, vh, vl, exp, new, dirty)
+  return {E = E, p = p, s = s, cur = s, id = id, vh = vh, vl = vl, exp = exp, new = new, dirty = dirty,
+    key = false, idx = 0, b = 0, charged = false, reseta = false, resetr = false}
+end
+
 -- newbucket is a bucket not stored yet: full, its cursor at now or, if
 -- later, at FLOOR.
 local function newbucket(b, big)
-  local w = {new = true, id = ARGV[b + ITEM_ID]}
+  local id = ARGV[b + ITEM_ID]
   local p = not big and fastparams(b)
   if p then
     local a = 0
     if FLOOR ~= '' then a = fastrel(split(FLOOR)) end
     if a then
       if a < 0 then a = 0 end
-      w.E, w.p, w.s = FAST, p, {t = p.c, f = 0, a = a}
-      return w
+      return work(FAST, p, {t = p.c, f = 0, a = a}, id, false, false, false, true, false)
     end
   end
-  local _, c, n, per = readid(w.id)
+  local _, c, n, per = readid(id)
   local bp, at = bigparams(c, n, per), nowbig()
   if FLOOR ~= '' and cmp(num(FLOOR), at) > 0 then at = num(FLOOR) end
-  w.E, w.p, w.s = BIG, bp, full(bp, at)
-  return w
+  return work(BIG, bp, full(bp, at), id, false, false, false, true, false)
 end
 
 -- convert decides which version a stored bucket of another version is
@@ -93,7 +102,7 @@ end
 -- same revision a higher version ID of this process, whose chain is
 -- walked as bucket.Version.Bring does, or another process's version
 -- activated later), else the stored one: a bucket never moves back.
-local function convert(b, s, vh, vl, ident)
+local function convert(b, s, vh, vl, exp, ident)
   local now = nowbig()
   local srev, sc, sn, sp, spid, svid = readid(ident)
   local id = ARGV[b + ITEM_ID]
@@ -111,7 +120,7 @@ local function convert(b, s, vh, vl, ident)
       move = true
     end
   end
-  if not move then return {E = BIG, p = from, s = refill(from, s, now), vh = vh, vl = vl, id = ident} end
+  if not move then return work(BIG, from, refill(from, s, now), ident, vh, vl, exp, false, false) end
   local to, mode, done = bigparams(c, n, per), ARGV[b + ITEM_MODE], false
   local chainarg = ARGV[b + ITEM_CHAIN]
   if walk and chainarg ~= '' then
@@ -127,7 +136,7 @@ local function convert(b, s, vh, vl, ident)
   end
   if not done then s = transition(s, from, to, at, mode) end
   local ah, al = bighl(at)
-  return {E = BIG, p = to, s = refill(to, s, now), vh = ah, vl = al, id = id, dirty = true}
+  return work(BIG, to, refill(to, s, now), id, ah, al, exp, false, true)
 end
 
 -- load is the bucket stored as rec brought to the version it is decided
@@ -141,22 +150,15 @@ local function load(b, rec, big)
     local ver = ARGV[b + ITEM_VERSION]
     local n = #ver
     if string.sub(ident, 1, n) ~= ver or string.sub(ident, n + 1, n + #PID) == PID then
-      local w = convert(b, bigstate(t, fh, fl, ah, al), vh, vl, ident)
-      w.exp = exp
-      return w
+      return convert(b, bigstate(t, fh, fl, ah, al), vh, vl, exp, ident)
     end
   end
-  local w = {vh = vh, vl = vl, id = ident, exp = exp}
   local p = not big and fastparams(b)
   local a = p and fastrel(ah, al)
-  if a then
-    w.E, w.p, w.s = FAST, p, frefill(p, {t = t, f = fh * 1e9 + fl, a = a})
-    return w
-  end
+  if a then return work(FAST, p, frefill(p, {t = t, f = fh * 1e9 + fl, a = a}), ident, vh, vl, exp, false, false) end
   local _, c, n, per = readid(ident)
   local bp = bigparams(c, n, per)
-  w.E, w.p, w.s = BIG, bp, refill(bp, bigstate(t, fh, fl, ah, al), nowbig())
-  return w
+  return work(BIG, bp, refill(bp, bigstate(t, fh, fl, ah, al), nowbig()), ident, vh, vl, exp, false, false)
 end
 
 -- put writes a bucket's state st; ttl is its time until full. With expiry
@@ -243,17 +245,16 @@ local function run(big)
     local w = works[key]
     if not w then
       w = load(b, recs[i], big)
-      w.key, w.idx, w.cur, w.b = key, i, w.s, b
+      w.key, w.idx, w.b = key, i, b
       works[key] = w
       order[#order + 1] = w
     end
     local cost = ARGV[b + ITEM_COST]
-    local r = {w = w}
-    w.cur, r.ok, r.never, r.rem, r.retry = w.E.decide(w.p, w.cur, w.E.cost(cost))
-    r.after = w.cur
-    if r.ok and cost ~= '0' then w.charged = true end
-    res[i] = r
-    allowed = allowed and r.ok
+    local cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost(cost))
+    w.cur = cur
+    if ok and cost ~= '0' then w.charged = true end
+    res[i] = {w = w, ok = ok, never = never, rem = rem, retry = retry, after = cur}
+    allowed = allowed and ok
   end
   return allowed, order, res
 end
@@ -349,7 +350,8 @@ local function settleop()
       local t, fh, fl, ah, al, vh, vl, exp, ident = readrec(recs[i])
       local _, c, n, per = readid(ident)
       local p = bigparams(c, n, per)
-      local w = {E = BIG, p = p, key = KEYS[i], vh = vh, vl = vl, id = ident, exp = exp}
+      local w = work(BIG, p, nil, ident, vh, vl, exp, false, false)
+      w.key = KEYS[i]
       local s = refill(p, bigstate(t, fh, fl, ah, al), nowbig())
       local u, uper = num(ARGV[b + SETTLE_UNITS]), num(ARGV[b + SETTLE_PER])
       if cmp(uper, p.p) ~= 0 then u = divmod(mul(u, p.p), uper) end
