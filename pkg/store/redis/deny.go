@@ -37,6 +37,11 @@ import (
 // charged meanwhile. Requests with a request id or repeated buckets always
 // go to Redis.
 //
+// A local answer does not advance the bucket's cursor in Redis. That
+// matters only to a request decided later at an earlier instant (another
+// replica whose clock is behind): it refills from the older cursor, so it
+// finds fewer tokens than it would have, never more.
+//
 // The cache is bounded in bytes: a fixed table of denyEntry slots, direct
 // mapped by the bucket's hash (a collision replaces), in shards with a
 // lock each.
