@@ -1,13 +1,19 @@
 package redis
 
 import (
+	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
+	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -43,19 +49,42 @@ type Config struct {
 	CAFile string
 }
 
-// Dial connects to Redis as cfg says. The caller closes the client.
+// ErrConfig marks the errors of Dial that no retry fixes, because the
+// settings are wrong: a bad URL, address or CA file, TLS on against a
+// plaintext port or off against a TLS one, a certificate that the CA file
+// does not sign or that is for another host, a wrong password, or an
+// address that is not the Cluster asked for. Test for it with errors.Is; the error's text names the
+// setting and the file or address. Any other error of Dial is an outage
+// (Redis down, unreachable or too slow) that a later Dial may get past.
+var ErrConfig = errors.New("redis: configuration error")
+
+// configError is an error of Dial that is ErrConfig.
+type configError struct{ err error }
+
+func (e configError) Error() string        { return e.err.Error() }
+func (e configError) Unwrap() error        { return e.err }
+func (e configError) Is(target error) bool { return target == ErrConfig }
+
+func configErrorf(format string, args ...any) error {
+	return configError{fmt.Errorf(format, args...)}
+}
+
+// Dial connects to Redis as cfg says. The caller closes the client. An
+// error that is ErrConfig says what to change; when a connection is made
+// but fails in a way that may be TLS on one side only, Dial probes the
+// address once more to tell which (see explain).
 func Dial(cfg Config) (rueidis.Client, error) {
 	opt, err := cfg.clientOption()
 	if err != nil {
-		return nil, err
+		return nil, configError{err}
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("redis: connect to %v: %w", opt.InitAddress, err)
+		return nil, cfg.explain(opt, err)
 	}
 	if cfg.Cluster && c.Mode() != rueidis.ClientModeCluster {
 		c.Close()
-		return nil, fmt.Errorf("redis: --redis-cluster is set but %v is not a Redis Cluster (mode %s)", opt.InitAddress, c.Mode())
+		return nil, configErrorf("redis: --redis-cluster is set but %v is not a Redis Cluster (mode %s)", opt.InitAddress, c.Mode())
 	}
 	return c, nil
 }
@@ -85,18 +114,17 @@ func (cfg Config) clientOption() (rueidis.ClientOption, error) {
 		opt.Password = cfg.Password
 	}
 	if cfg.CAFile != "" {
-		pem, err := os.ReadFile(cfg.CAFile)
+		pool, err := readCA(cfg.CAFile)
 		if err != nil {
-			return opt, fmt.Errorf("redis: CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return opt, fmt.Errorf("redis: CA file %s: no PEM certificate in it", cfg.CAFile)
+			return opt, err
 		}
 		if opt.TLSConfig == nil {
 			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		opt.TLSConfig.RootCAs = pool
+	}
+	if opt.DialCtxFn == nil { // nil but for unix:// URLs
+		opt.DialCtxFn = dial
 	}
 	if cfg.SentinelMaster != "" {
 		opt.Sentinel.MasterSet = cfg.SentinelMaster
@@ -120,4 +148,203 @@ func (cfg Config) clientOption() (rueidis.ClientOption, error) {
 	// A decision is not idempotent: never retry one behind our back.
 	opt.DisableRetry = true
 	return opt, nil
+}
+
+// readCA reads the PEM file of --redis-ca-file. Every CERTIFICATE block
+// must parse (x509.CertPool.AppendCertsFromPEM would skip a bad one
+// silently); other blocks are ignored, but a file of nothing else is
+// refused, naming what it holds (a key given for the CA, say).
+func readCA(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("redis: --redis-ca-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	var n int
+	var others []string
+	for rest := data; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			others = append(others, b.Type)
+			continue
+		}
+		n++
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("redis: --redis-ca-file %s: certificate %d: %w", path, n, err)
+		}
+		pool.AddCert(cert)
+	}
+	switch {
+	case n > 0:
+		return pool, nil
+	case len(others) > 0:
+		return nil, fmt.Errorf("redis: --redis-ca-file %s: no PEM certificate in it, only %s", path, strings.Join(others, ", "))
+	}
+	return nil, fmt.Errorf("redis: --redis-ca-file %s: no PEM certificate in it", path)
+}
+
+// dial is rueidis's own dial (TCP, then TLS when tlsCfg is set, within
+// the dialer's timeout) but for a failed TLS handshake, which it returns as
+// a *handshakeError: the address accepted the connection, so the failure
+// says something about what listens there.
+func dial(ctx context.Context, addr string, d *net.Dialer, tlsCfg *tls.Config) (net.Conn, error) {
+	if d.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+	}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil || tlsCfg == nil {
+		return conn, err
+	}
+	if tlsCfg.ServerName == "" { // as tls.Dialer does: verify the host dialled
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		tlsCfg = tlsCfg.Clone()
+		tlsCfg.ServerName = host
+	}
+	tc := tls.Client(conn, tlsCfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, &handshakeError{addr: addr, err: err}
+	}
+	return tc, nil
+}
+
+// handshakeError is a TLS handshake with addr that failed after the TCP
+// connection was made.
+type handshakeError struct {
+	addr string
+	err  error
+}
+
+func (e *handshakeError) Error() string { return "TLS handshake with " + e.addr + ": " + e.err.Error() }
+func (e *handshakeError) Unwrap() error { return e.err }
+
+// explain returns err of a failed connect as an ErrConfig when it shows a
+// misconfiguration, and as an outage otherwise. A TLS handshake answered
+// by something else than TLS, a certificate of an unknown CA or another
+// host, or a wrong password are definite. A handshake that hangs or is cut
+// short, or a plaintext connection cut at HELLO, are probed once: the
+// address answering a plaintext PING, or a TLS handshake, is a definite
+// TLS mismatch; anything else is left an outage. A refused or timed-out
+// TCP connection is never probed: that is Redis down, and the start is
+// not delayed.
+func (cfg Config) explain(opt rueidis.ClientOption, err error) error {
+	wrapped := fmt.Errorf("redis: connect to %v: %w", opt.InitAddress, err)
+	timeout := opt.Dialer.Timeout
+	var (
+		hs     *handshakeError
+		header tls.RecordHeaderError
+		verify *tls.CertificateVerificationError
+	)
+	switch {
+	case isAuthError(err):
+		return configError{wrapped}
+	case !errors.As(err, &hs):
+		if opt.TLSConfig == nil && cutShort(err) {
+			for _, addr := range peers(err, opt.InitAddress) {
+				if speaksTLS(addr, timeout) {
+					return configErrorf("redis: %s speaks TLS but TLS is off: set --redis-ca-file to the PEM of the CA that signs its certificate, or use a rediss:// URL (%w)", addr, err)
+				}
+			}
+		}
+	case errors.As(err, &header):
+		return cfg.plaintextPort(hs.addr, err)
+	case errors.As(err, &verify):
+		return cfg.certificateError(hs.addr, verify)
+	case answersPlaintext(hs.addr, timeout):
+		return cfg.plaintextPort(hs.addr, fmt.Errorf("it answers PING in plaintext; the TLS handshake: %w", hs.err))
+	}
+	return wrapped
+}
+
+// isAuthError reports whether err is Redis refusing the credentials.
+func isAuthError(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"WRONGPASS", "NOAUTH", "invalid password", "invalid username"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (cfg Config) plaintextPort(addr string, why error) error {
+	on, flag := "--redis-ca-file", "--redis-addr"
+	if cfg.URL != "" {
+		flag = "--redis-url"
+		if cfg.CAFile == "" {
+			on = "the rediss:// URL"
+		}
+	}
+	return configErrorf("redis: %s is a plaintext port but TLS is on (%s): point %s at Redis's TLS port (tls-port), or turn TLS off (%w)", addr, on, flag, why)
+}
+
+func (cfg Config) certificateError(addr string, err *tls.CertificateVerificationError) error {
+	var unknownCA x509.UnknownAuthorityError
+	var otherHost x509.HostnameError
+	switch {
+	case errors.As(err, &unknownCA) && cfg.CAFile != "":
+		return configErrorf("redis: %s: its TLS certificate is not signed by a CA in --redis-ca-file %s (%w)", addr, cfg.CAFile, err)
+	case errors.As(err, &unknownCA):
+		return configErrorf("redis: %s: its TLS certificate is not signed by a CA the system trusts: set --redis-ca-file to the PEM of its CA (%w)", addr, err)
+	case errors.As(err, &otherHost):
+		return configErrorf("redis: %s: its TLS certificate is for another host (%w)", addr, err)
+	}
+	// Expired or not yet valid: renewed on the server, it is accepted
+	// without a restart here.
+	return fmt.Errorf("redis: %s: %w", addr, err)
+}
+
+// cutShort reports whether err is a connection closed or reset by the
+// peer, as a TLS port does to a plaintext HELLO.
+func cutShort(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// peers returns the address err names, or else every one of addrs.
+func peers(err error, addrs []string) []string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Addr != nil {
+		return []string{op.Addr.String()}
+	}
+	return addrs
+}
+
+// speaksTLS reports whether a TLS handshake with addr completes or is
+// refused with a TLS alert. It verifies nothing and sends no data: it only
+// asks whether the port speaks TLS.
+func speaksTLS(addr string, timeout time.Duration) bool {
+	d := &net.Dialer{Timeout: timeout}
+	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a probe, see above
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
+}
+
+// answersPlaintext reports whether addr answers a plaintext PING with a
+// Redis reply (+PONG, or an error such as -NOAUTH).
+func answersPlaintext(addr string, timeout time.Duration) bool {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
+		return false
+	}
+	line, err := bufio.NewReaderSize(conn, 512).ReadString('\n')
+	return err == nil && len(line) > 2 && (line[0] == '+' || line[0] == '-') && strings.HasSuffix(line, "\r\n")
 }
