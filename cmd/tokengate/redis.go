@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -109,7 +110,9 @@ type backend struct {
 // on_store_error: local, both with their metrics on reg. When Redis cannot
 // be reached at start, tokengate serves anyway (not ready, every rule's
 // on_store_error answering) and keeps connecting in the background, so
-// that replicas started during an outage recover when Redis returns. Once
+// that replicas started during an outage recover when Redis returns; but a
+// setting no retry can fix (redis.ErrConfig: a bad CA file, TLS on one side
+// only, a wrong password, ...) stops the start, naming it. Once
 // connected, the store's Watch logs Redis lost and back until ctx ends or
 // the backend is closed.
 func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*backend, error) {
@@ -149,7 +152,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		return &connected{st, client}, nil
 	}
 	c, err := connect()
-	if isConfigError(err) {
+	if errors.Is(err, redis.ErrConfig) {
 		return nil, err
 	}
 	// Closing the backend ends the watch before it closes the client, so
@@ -167,21 +170,6 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		lz.use(c)
 	}
 	return &backend{name: "redis", store: lz, local: budget, ready: lz.ready, close: lz.close}, nil
-}
-
-// isConfigError reports whether err is one no retry can fix: a bad URL or
-// settings, a wrong password, or an address that is not a Cluster.
-func isConfigError(err error) bool {
-	if err == nil {
-		return false
-	}
-	msg := err.Error()
-	for _, s := range []string{"URL", "no address", "is not a Redis Cluster", "WRONGPASS", "NOAUTH", "invalid password", "invalid username"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // lazyRedis is the Redis store once connected; until then it fails every

@@ -81,6 +81,105 @@ func TestServeRedisPasswordFile(t *testing.T) {
 	}
 }
 
+// TestServeRedisConfigErrors: tokengate exits 1 at start, naming the flag
+// and the file or address, when the Redis settings are wrong in a way no
+// retry fixes, against real Redis processes on TLS and plaintext ports.
+func TestServeRedisConfigErrors(t *testing.T) {
+	srv := redistest.StartTLS(t)
+	other := redistest.StartTLS(t) // signed by another CA
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.pem")
+	noPEM := filepath.Join(dir, "ca.txt")
+	if err := os.WriteFile(noPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // in stderr
+	}{
+		{"CA file missing", []string{"--redis-addr", srv.TLSAddr(), "--redis-ca-file", missing},
+			[]string{"--redis-ca-file: open " + missing + ": no such file or directory"}},
+		{"CA file unreadable", []string{"--redis-addr", srv.TLSAddr(), "--redis-ca-file", dir},
+			[]string{"--redis-ca-file: read " + dir + ": is a directory"}},
+		{"CA file without PEM", []string{"--redis-addr", srv.TLSAddr(), "--redis-ca-file", noPEM},
+			[]string{"--redis-ca-file " + noPEM + ": no PEM certificate in it"}},
+		{"CA of another server", []string{"--redis-addr", srv.TLSAddr(), "--redis-ca-file", other.CAFile},
+			[]string{srv.TLSAddr() + ": its TLS certificate is not signed by a CA in --redis-ca-file " + other.CAFile}},
+		{"TLS against a plaintext port", []string{"--redis-addr", srv.Addr(), "--redis-ca-file", srv.CAFile},
+			[]string{srv.Addr() + " is a plaintext port but TLS is on (--redis-ca-file): point --redis-addr at Redis's TLS port"}},
+		{"rediss:// against a plaintext port", []string{"--redis-url", "rediss://" + srv.Addr(), "--redis-ca-file", srv.CAFile},
+			[]string{srv.Addr() + " is a plaintext port but TLS is on (--redis-ca-file): point --redis-url at Redis's TLS port"}},
+		{"plaintext against a TLS port", []string{"--redis-addr", srv.TLSAddr()},
+			[]string{srv.TLSAddr() + " speaks TLS but TLS is off: set --redis-ca-file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--store", "redis", "--redis-dial-timeout", "300ms",
+				"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)
+			var stdout, stderr bytes.Buffer
+			exit := make(chan int, 1)
+			go func() { exit <- run(args, &stdout, &stderr) }()
+			select {
+			case code := <-exit:
+				if code != 1 {
+					t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr.String())
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("still running after 20s: it started serving") // the leaked server ends with the test binary
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), "tokengate: --store redis: redis: ") || !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr.String())
+				}
+			}
+			if strings.Contains(stderr.String(), "unreachable") {
+				t.Errorf("a configuration error was logged as Redis unreachable:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+// TestRedisDownAtStart: with Redis down at start, plaintext or TLS, the
+// Redis backend is built anyway (not ready, logged unreachable) and
+// connects in the background once Redis is up, without a restart.
+func TestRedisDownAtStart(t *testing.T) {
+	srv := redistest.StartTLS(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"plaintext", []string{"--redis-addr", srv.Addr()}},
+		{"TLS", []string{"--redis-addr", srv.TLSAddr(), "--redis-ca-file", srv.CAFile}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.Stop()
+			s, err := loadSettings(append([]string{"--store", "redis", "--redis-dial-timeout", "200ms"}, tc.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tap := newLogTap()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			be, err := openRedis(ctx, s, prometheus.NewRegistry(), clock.NewMonotonic(), slog.New(tap))
+			if err != nil {
+				t.Fatalf("Redis down at start stopped the start: %v", err)
+			}
+			defer be.close()
+			if err := be.ready(); err == nil {
+				t.Fatal("ready with Redis down")
+			}
+			if len(tap.lines("redis unreachable at start: serving with on_store_error, connecting in the background")) != 1 {
+				t.Error("Redis down at start was not logged as unreachable")
+			}
+			srv.Restart()
+			tap.waitFor(t, "redis store connected")
+			if err := be.ready(); err != nil {
+				t.Fatalf("not ready once connected: %v", err)
+			}
+		})
+	}
+}
+
 // logTap is a slog handler that keeps every record and hands its message
 // to waitFor, so that a test waits for a line on a channel.
 type logTap struct {

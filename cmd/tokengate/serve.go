@@ -82,13 +82,13 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 			return nil, fmt.Errorf("built-in policy: %w", err)
 		}
 		p.Activate()
-		reloaded(m, watch.Success, p)
+		reloaded(m, watch.Success, p, nil)
 		log.Info("policy loaded", slog.String("file", p.Name()), slog.Int64("revision", p.Revision()), slog.String("sha256", p.SHA256()))
 		return func() *policy.Policy { return p }, nil
 	}
 	w, err := watch.New(watch.Options{
 		Path: s.Policy, Clock: clk, Logger: log,
-		OnReload: func(r watch.Result, p *policy.Policy, _ error) { reloaded(m, r, p) },
+		OnReload: func(r watch.Result, p *policy.Policy, err error) { reloaded(m, r, p, err) },
 	})
 	if err != nil {
 		return nil, err
@@ -102,13 +102,15 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 	return w.Current, nil
 }
 
-// reloaded counts a policy load and exports the policy now serving (the
-// watcher logs it).
-func reloaded(m *metrics.Metrics, r watch.Result, p *policy.Policy) {
+// reloaded counts a policy load, and a failure's reason, and exports the
+// policy now serving (the watcher logs it).
+func reloaded(m *metrics.Metrics, r watch.Result, p *policy.Policy, err error) {
 	m.Reloads.WithLabelValues(string(r)).Inc()
 	if r == watch.Success {
 		m.SetPolicy(strconv.FormatInt(p.Revision(), 10), p.SHA256())
+		return
 	}
+	m.ReloadFailures.WithLabelValues(watch.FailureReason(err)).Inc()
 }
 
 // openMemory builds the memory store and starts its janitor.

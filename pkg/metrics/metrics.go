@@ -39,7 +39,10 @@ type Metrics struct {
 	// is never mistaken for one of a spent bucket (Decisions' over_limit).
 	StoreErrorAnswers *prometheus.CounterVec // domain, rule, mode, answer
 	Reloads           *prometheus.CounterVec // result
-	PolicyInfo        *prometheus.GaugeVec   // revision, sha256
+	// ReloadFailures counts the failures among Reloads by why the file
+	// was refused (watch.FailureReason: read, not_regular_file, invalid).
+	ReloadFailures *prometheus.CounterVec // reason
+	PolicyInfo     *prometheus.GaugeVec   // revision, sha256
 	// InvalidUTF8 counts requests whose strings held invalid UTF-8 and
 	// were decoded as bytes; method is FrontDoorRateLimit or
 	// FrontDoorExtAuthz.
@@ -80,6 +83,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "tokengate_policy_reloads_total",
 			Help: "Policy loads by result (success or failure).",
 		}, []string{"result"}),
+		ReloadFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_policy_reload_failures_total",
+			Help: "Policy loads refused, by reason (read, not_regular_file, invalid); the last good policy kept serving.",
+		}, []string{"reason"}),
 		PolicyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tokengate_policy_info",
 			Help: "The policy now serving: 1 for its revision and sha256.",
@@ -93,7 +100,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.InvalidUTF8.WithLabelValues(method)
 	}
 	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
-		m.Reloads, m.PolicyInfo, m.InvalidUTF8,
+		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.InvalidUTF8,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

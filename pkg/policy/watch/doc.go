@@ -10,10 +10,17 @@
 // slow poll catches changes no event reports (a symlink into another
 // directory).
 //
+// Reload re-reads the file on request (tokengate calls it on SIGHUP), for
+// when events are missed or turned off.
+//
 // A file that cannot be read, parsed or validated is refused whole: the
 // last good policy keeps serving, the failure is logged with every issue,
 // and the OnReload hook hears of it (so that the server can count
-// tokengate_policy_reloads_total{result}). A good file is compiled against
+// tokengate_policy_reloads_total{result} and, by FailureReason,
+// tokengate_policy_reload_failures_total{reason}). Only a regular file is
+// read (a symlink to one is followed): a named pipe, directory or device
+// at the path is refused before a byte is read, never waited on,
+// at the first load as on a reload. A good file is compiled against
 // the serving policy (policy.Compiler), swapped in atomically and
 // activated, so a request sees exactly one policy: whatever Current
 // returned when it started.

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -37,6 +39,37 @@ const (
 	// good policy keeps serving.
 	Failure Result = "failure"
 )
+
+// ErrNotRegular is the error, wrapped in an *fs.PathError, of a policy
+// path that is not a regular file once symlinks are followed: a named
+// pipe, a directory, a socket or a device.
+var ErrNotRegular = errors.New("not a regular file")
+
+// Reasons a reload fails, the values of the "reason" label of
+// tokengate_policy_reload_failures_total.
+const (
+	// ReasonNotRegular: the path is a named pipe, directory, socket or
+	// device (ErrNotRegular); it was not read.
+	ReasonNotRegular = "not_regular_file"
+	// ReasonRead: the file could not be opened or read (missing,
+	// permission denied).
+	ReasonRead = "read"
+	// ReasonInvalid: the file was read but did not parse or validate.
+	ReasonInvalid = "invalid"
+)
+
+// FailureReason classifies the error a Hook hears with Failure.
+func FailureReason(err error) string {
+	var pathErr *fs.PathError
+	switch {
+	case errors.Is(err, ErrNotRegular):
+		return ReasonNotRegular
+	case errors.As(err, &pathErr):
+		return ReasonRead
+	default:
+		return ReasonInvalid
+	}
+}
 
 // Hook hears of every reload that was tried: on Success p is the new
 // policy and err is nil; on Failure p is the policy still serving and err
@@ -258,13 +291,42 @@ func (w *Watcher) refused(cur *policy.Policy, err error) {
 	}
 }
 
-// readFile reads at most one byte more than policy.MaxFileSize, enough for
-// Parse to refuse a file that is too large without reading all of it.
+// readFile reads a regular file (a symlink is followed), at most one byte
+// more than policy.MaxFileSize, enough for Parse to refuse a file that is
+// too large without reading all of it. Anything else at path is refused
+// with ErrNotRegular before a byte is read: reading a named pipe blocks
+// until someone writes to it, and a device never ends. The file is opened
+// non-blocking (which a regular file ignores) and checked through the open
+// descriptor, so a pipe put there between a check and the open cannot
+// block either.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, fileKind(fi.Mode()))}
+	}
 	return io.ReadAll(io.LimitReader(f, policy.MaxFileSize+1))
+}
+
+// fileKind names what a non-regular file is, for the refusal.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	default:
+		return "mode " + m.Type().String()
+	}
 }
