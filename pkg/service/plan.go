@@ -20,7 +20,8 @@ type scratch struct {
 
 	enforced, shadow batch
 	refused          bool // a descriptor was refused before the store
-	id               string
+	id               requestID
+	hasID            bool // the request carried a non-empty id
 }
 
 // batch is one store call: the enforced descriptors, or the shadow ones.
@@ -46,7 +47,7 @@ func (sc *scratch) reset() {
 	sc.entries, sc.keys, sc.descs = sc.entries[:0], sc.keys[:0], sc.descs[:0]
 	sc.enforced.reset()
 	sc.shadow.reset()
-	sc.refused, sc.id = false, ""
+	sc.refused, sc.hasID = false, false
 }
 
 func (b *batch) reset() {
@@ -64,7 +65,9 @@ func (sc *scratch) plan(pol *policy.Policy, domain string, descriptors []*rateli
 	for _, d := range descriptors {
 		ds := desc{item: -1}
 		if idKey != "" && len(d.Entries) == 1 && d.Entries[0].Key == idKey {
-			sc.id, ds.isID = d.Entries[0].Value, true
+			// Hashed here, so that nothing keeps the client's bytes.
+			sc.id, sc.hasID = hashRequestID(d.Entries[0].Value)
+			ds.isID = true
 			sc.descs = append(sc.descs, ds)
 			continue
 		}
@@ -138,7 +141,9 @@ func (sc *scratch) decide(ctx context.Context, st, local store.Store, now int64)
 			sc.enforced.req.Items[i].Cost = 0
 		}
 	}
-	sc.enforced.req.ID = sc.id
+	if sc.hasID {
+		sc.enforced.req.ID = sc.id.alias()
+	}
 	sc.enforced.run(ctx, st, now)
 	sc.shadow.run(ctx, st, now)
 	if sc.enforced.err != nil && local != nil {

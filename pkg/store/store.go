@@ -57,6 +57,14 @@ type Request struct {
 	// seen within the store's window that asks for the same buckets and
 	// costs gets the first answer and is charged nothing, at most
 	// MaxReplays times. A repeat asking for anything else is decided anew.
+	//
+	// The service sets it to 16 bytes, a hash of the id the client sent
+	// (the first 128 bits of its SHA-256), never to the client's bytes: a
+	// client's id may be as long as the gRPC message allows, and a store
+	// that keeps an ID keeps it per id for a whole window. A store must
+	// still accept an ID of any length from other callers (and may hash it
+	// further). Like Item.Key, it may alias a buffer of the caller's that is
+	// only valid during Decide; a store that keeps the ID copies it.
 	ID    string
 	Items []Item
 }
