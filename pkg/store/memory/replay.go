@@ -1,31 +1,82 @@
 package memory
 
+// The replay table, bounded twice. Every id lives for the same window, so
+// each shard is a map plus a FIFO of ids in arrival order: the FIFO's head
+// is always the next to expire, and a shard that is full, in ids or in
+// bytes, forgets its oldest ids early (counted) to make room for a new one.
+//
+// An id is kept as 16 bytes whatever the client sent: the service passes a
+// 128-bit hash (store.Request.ID), and an id of another length, from
+// another caller, is hashed here. So an id costs the same few hundred bytes
+// however long it was, and what varies is its answer: one store.Result per
+// item, up to store.MaxItems. The byte bound is on that sum.
+
 import (
+	"crypto/sha256"
 	"hash/maphash"
-	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
 const replayShards = 64
 
-// replays remembers the answers of requests that carried an id. Each shard
-// is a map plus a FIFO of ids in arrival order; every id lives for the same
-// window, so the FIFO's head is always the next to expire, and a full FIFO
-// forgets its oldest id early.
+// MaxReplayBytes bounds the memory of the replay table: the remembered
+// answers, their results and their map entries, as entryBytes counts them
+// (an upper bound: TestReplayBytesBound measures the heap). Past it the
+// oldest ids are forgotten early, as past Options.MaxRequestIDs. On top of
+// it each of MaxRequestIDs has an 8-byte FIFO slot, allocated up front.
+//
+// At 32 MiB the default 100,000 ids fit with up to 3 items each (240 to
+// 304 bytes an id); ids of requests with all 64 items, about 14,800.
+const MaxReplayBytes = 32 << 20
+
+// Memory one remembered id holds, for the byte bound (entryBytes).
+const (
+	answerBytes = int(unsafe.Sizeof(answer{}))
+	resultBytes = int(unsafe.Sizeof(store.Result{}))
+	// mapEntryBytes is a key and a pointer in the map (24 bytes) with the
+	// table's spare room: at most 7/8 full, half empty after it doubles,
+	// and under churn holding deleted slots until it is rebuilt.
+	mapEntryBytes = 128
+)
+
+// entryBytes is what an id costs the byte bound when its answer has room
+// for n results (the capacity the allocator rounded the results up to).
+func entryBytes(n int) int { return answerBytes + mapEntryBytes + n*resultBytes }
+
+// replayID is a request id as the table keeps it.
+type replayID [16]byte
+
+// idOf is req.ID as the table keeps it: the id itself when it is 16 bytes
+// (the service's hash), otherwise the first 16 bytes of its SHA-256.
+func idOf(id string) replayID {
+	var k replayID
+	if len(id) == len(k) {
+		copy(k[:], id)
+		return k
+	}
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(id), len(id)))
+	copy(k[:], sum[:])
+	return k
+}
+
+// replays remembers the answers of requests that carried an id.
 type replays struct {
 	seed   maphash.Seed
 	window int64
 	limit  int // ids per shard
+	bytes  int // entryBytes per shard
 	shards [replayShards]replayShard
 }
 
 type replayShard struct {
 	mu      sync.Mutex
-	byID    map[string]*answer
+	byID    map[replayID]*answer
 	fifo    []*answer // ring buffer
 	head, n int
+	bytes   int    // entryBytes of the ids held
 	hits    uint64 // replayed answers
 	refused uint64 // repeats of an id decided anew (other items, or no replays left)
 	early   uint64 // ids forgotten before their window ended
@@ -33,7 +84,7 @@ type replayShard struct {
 }
 
 type answer struct {
-	id      string
+	id      replayID
 	fp      [16]byte // store.Fingerprint of the items asked
 	left    int      // replays left
 	expires int64
@@ -41,10 +92,21 @@ type answer struct {
 	results []store.Result
 }
 
+// newReplays returns a table of at most maxIDs ids and MaxReplayBytes.
 func newReplays(maxIDs int, window int64) *replays {
-	r := &replays{seed: maphash.MakeSeed(), window: window, limit: max(1, maxIDs/replayShards)}
+	return newReplaysBytes(maxIDs, MaxReplayBytes, window)
+}
+
+// newReplaysBytes returns a table of at most maxIDs ids and maxBytes, but
+// no less than one id of store.MaxItems items per shard.
+func newReplaysBytes(maxIDs, maxBytes int, window int64) *replays {
+	r := &replays{
+		seed: maphash.MakeSeed(), window: window,
+		limit: max(1, maxIDs/replayShards),
+		bytes: max(entryBytes(store.MaxItems), maxBytes/replayShards),
+	}
 	for i := range r.shards {
-		r.shards[i].byID = make(map[string]*answer)
+		r.shards[i].byID = make(map[replayID]*answer)
 		r.shards[i].fifo = make([]*answer, r.limit)
 	}
 	return r
@@ -56,12 +118,13 @@ func newReplays(maxIDs int, window int64) *replays {
 // across decide, so two concurrent requests with one id are decided once;
 // it is taken before any bucket lock (the fixed lock order).
 func (r *replays) do(req *store.Request, results []store.Result, decide func(*store.Request, []store.Result) store.Outcome) store.Outcome {
-	sh := &r.shards[maphash.String(r.seed, req.ID)%replayShards]
+	id := idOf(req.ID)
+	sh := &r.shards[maphash.Bytes(r.seed, id[:])%replayShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.expire(req.Now)
 	fp := store.Fingerprint(req.Items)
-	if a, ok := sh.byID[req.ID]; ok {
+	if a, ok := sh.byID[id]; ok {
 		if a.fp != fp || a.left == 0 {
 			sh.refused++
 			return decide(req, results)
@@ -74,14 +137,16 @@ func (r *replays) do(req *store.Request, results []store.Result, decide func(*st
 		return out
 	}
 	out := decide(req, results)
-	a := &answer{id: strings.Clone(req.ID), fp: fp, left: store.MaxReplays, expires: req.Now + r.window, outcome: out,
+	a := &answer{id: id, fp: fp, left: store.MaxReplays, expires: req.Now + r.window, outcome: out,
 		results: append([]store.Result(nil), results[:len(req.Items)]...)}
-	if sh.n == r.limit {
+	size := entryBytes(cap(a.results))
+	for sh.n == r.limit || sh.n > 0 && sh.bytes+size > r.bytes {
 		sh.early++
 		sh.pop()
 	}
 	sh.fifo[(sh.head+sh.n)%r.limit] = a
 	sh.n++
+	sh.bytes += size
 	sh.byID[a.id] = a
 	return out
 }
@@ -96,6 +161,7 @@ func (sh *replayShard) expire(now int64) {
 func (sh *replayShard) pop() {
 	a := sh.fifo[sh.head]
 	delete(sh.byID, a.id)
+	sh.bytes -= entryBytes(cap(a.results))
 	sh.fifo[sh.head] = nil
 	sh.head = (sh.head + 1) % len(sh.fifo)
 	sh.n--
