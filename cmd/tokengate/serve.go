@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 )
 
 // serve runs tokengate until SIGTERM or SIGINT, then drains and returns.
+// SIGHUP re-reads the policy file (reloadOnHangup).
 func serve(args []string, stderr io.Writer) error {
 	s, err := loadSettings(args)
 	if err != nil {
@@ -31,14 +33,19 @@ func serve(args []string, stderr io.Writer) error {
 	log := s.logger(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Caught from here on: SIGHUP's default action ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	clk := clock.NewMonotonic()
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	current, err := loadPolicy(ctx, s, clk, m, log)
+	current, file, err := loadPolicy(ctx, s, clk, m, log)
 	if err != nil {
 		return err
 	}
+	go reloadOnHangup(ctx, hup, file, log)
 
 	be := openMemory
 	if s.Store == "redis" {
@@ -74,24 +81,25 @@ func serve(args []string, stderr io.Writer) error {
 }
 
 // loadPolicy loads the policy file and keeps watching it, or compiles the
-// built-in policy when none is given. It returns what serves now.
-func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (func() *policy.Policy, error) {
+// built-in policy when none is given. It returns what serves now and the
+// file's watcher, nil for the built-in policy.
+func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (func() *policy.Policy, policyFile, error) {
 	if s.Policy == "" {
 		p, err := new(policy.Compiler).Compile(config.DefaultName, config.Default, nil, clk.Now())
 		if err != nil {
-			return nil, fmt.Errorf("built-in policy: %w", err)
+			return nil, nil, fmt.Errorf("built-in policy: %w", err)
 		}
 		p.Activate()
 		reloaded(m, watch.Success, p, nil)
 		log.Info("policy loaded", slog.String("file", p.Name()), slog.Int64("revision", p.Revision()), slog.String("sha256", p.SHA256()))
-		return func() *policy.Policy { return p }, nil
+		return func() *policy.Policy { return p }, nil, nil
 	}
 	w, err := watch.New(watch.Options{
 		Path: s.Policy, Clock: clk, Logger: log,
 		OnReload: func(r watch.Result, p *policy.Policy, err error) { reloaded(m, r, p, err) },
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	go func() {
 		defer w.Close()
@@ -99,7 +107,7 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 			log.Error("policy watcher stopped; the last good policy keeps serving", slog.String("error", err.Error()))
 		}
 	}()
-	return w.Current, nil
+	return w.Current, w, nil
 }
 
 // reloaded counts a policy load, and a failure's reason, and exports the
@@ -111,6 +119,39 @@ func reloaded(m *metrics.Metrics, r watch.Result, p *policy.Policy, err error) {
 		return
 	}
 	m.ReloadFailures.WithLabelValues(watch.FailureReason(err)).Inc()
+}
+
+// policyFile is the watcher of the policy file (*watch.Watcher).
+type policyFile interface {
+	Reload() error
+	Current() *policy.Policy
+}
+
+// reloadOnHangup re-reads the policy file on every SIGHUP until ctx ends,
+// as Unix daemons do, whether or not the watcher saw the file change. The
+// watcher logs and counts a new policy or a refusal, and a refused file
+// leaves the last good policy serving; a file whose content was already
+// tried is logged here as unchanged. Signals that arrive during a reload
+// are coalesced into one more. Without a policy file (file nil) there is
+// nothing to re-read.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file policyFile, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		if file == nil {
+			log.Info("SIGHUP: no policy file to reload; the built-in policy keeps serving")
+			continue
+		}
+		log.Info("SIGHUP: reloading policy")
+		before := file.Current()
+		if err := file.Reload(); err == nil && file.Current() == before {
+			log.Info("SIGHUP: policy file unchanged since it was last read",
+				slog.Int64("serving_revision", before.Revision()), slog.String("serving_sha256", before.SHA256()))
+		}
+	}
 }
 
 // openMemory builds the memory store and starts its janitor.
