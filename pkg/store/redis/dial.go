@@ -228,14 +228,15 @@ func (e *handshakeError) Error() string { return "TLS handshake with " + e.addr 
 func (e *handshakeError) Unwrap() error { return e.err }
 
 // explain returns err of a failed connect as an ErrConfig when it shows a
-// misconfiguration, and as an outage otherwise. A TLS handshake answered
-// by something else than TLS, a certificate of an unknown CA or another
-// host, or a wrong password are definite. A handshake that hangs or is cut
-// short, or a plaintext connection cut at HELLO, are probed once: the
-// address answering a plaintext PING, or a TLS handshake, is a definite
-// TLS mismatch; anything else is left an outage. A refused or timed-out
-// TCP connection is never probed: that is Redis down, and the start is
-// not delayed.
+// misconfiguration, and as an outage otherwise. Definite: a wrong
+// password; a TLS alert from the server (it wants a client certificate,
+// or another protocol version); a TLS handshake answered by something else
+// than TLS; a certificate of an unknown CA or another host. A handshake
+// that hangs or is cut short, or a plaintext connection cut at HELLO, are
+// probed once: the address answering a plaintext PING, or a TLS handshake,
+// is a definite TLS mismatch; anything else is left an outage. A refused or
+// timed-out TCP connection is never probed: that is Redis down, and the
+// start is not delayed.
 func (cfg Config) explain(opt rueidis.ClientOption, err error) error {
 	wrapped := fmt.Errorf("redis: connect to %v: %w", opt.InitAddress, err)
 	timeout := opt.Dialer.Timeout
@@ -244,10 +245,17 @@ func (cfg Config) explain(opt rueidis.ClientOption, err error) error {
 		header tls.RecordHeaderError
 		verify *tls.CertificateVerificationError
 	)
+	handshake := errors.As(err, &hs)
 	switch {
 	case isAuthError(err):
 		return configError{wrapped}
-	case !errors.As(err, &hs):
+	case opt.TLSConfig != nil && isTLSAlert(err):
+		where := strings.Join(opt.InitAddress, ",")
+		if handshake {
+			where = hs.addr
+		}
+		return configErrorf("redis: %s refused TLS (%w): if Redis wants a client certificate, set its tls-auth-clients to no or optional: tokengate sends none", where, err)
+	case !handshake:
 		if opt.TLSConfig == nil && cutShort(err) {
 			for _, addr := range peers(err, opt.InitAddress) {
 				if speaksTLS(addr, timeout) {
@@ -263,6 +271,12 @@ func (cfg Config) explain(opt rueidis.ClientOption, err error) error {
 		return cfg.plaintextPort(hs.addr, fmt.Errorf("it answers PING in plaintext; the TLS handshake: %w", hs.err))
 	}
 	return wrapped
+}
+
+// isTLSAlert reports whether err is a TLS alert the server sent.
+func isTLSAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
 }
 
 // isAuthError reports whether err is Redis refusing the credentials.
@@ -329,8 +343,7 @@ func speaksTLS(addr string, timeout time.Duration) bool {
 		conn.Close()
 		return true
 	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "remote error"
+	return isTLSAlert(err)
 }
 
 // answersPlaintext reports whether addr answers a plaintext PING with a

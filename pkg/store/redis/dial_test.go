@@ -70,6 +70,7 @@ func TestDialTLS(t *testing.T) {
 func TestDialTLSConfigErrors(t *testing.T) {
 	srv := redistest.StartTLS(t)
 	other := redistest.StartTLS(t) // another CA
+	mutual := redistest.StartTLS(t, "--tls-auth-clients", "yes")
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		path := filepath.Join(dir, name)
@@ -104,6 +105,7 @@ func TestDialTLSConfigErrors(t *testing.T) {
 		{"another CA", Config{Addr: tlsPort, CAFile: other.CAFile}, []string{tlsPort, "not signed by a CA in --redis-ca-file " + other.CAFile}},
 		{"no CA file", Config{URL: "rediss://" + tlsPort}, []string{tlsPort, "not signed by a CA the system trusts", "set --redis-ca-file"}},
 		{"another host", Config{URL: "rediss://localhost:" + port, CAFile: srv.CAFile}, []string{"localhost:" + port, "certificate is for another host"}},
+		{"client certificate required", Config{Addr: mutual.TLSAddr(), CAFile: mutual.CAFile}, []string{mutual.TLSAddr(), "refused TLS", "certificate required", "tls-auth-clients"}},
 		{"TLS against plaintext", Config{Addr: plainPort, CAFile: srv.CAFile}, []string{plainPort, "is a plaintext port but TLS is on (--redis-ca-file)", "--redis-addr"}},
 		{"rediss:// against plaintext", Config{URL: "rediss://" + plainPort}, []string{plainPort, "is a plaintext port but TLS is on (the rediss:// URL)", "--redis-url"}},
 		{"TLS against a server answering", Config{Addr: answering, CAFile: srv.CAFile}, []string{answering, "is a plaintext port", "first record does not look like a TLS handshake"}},
