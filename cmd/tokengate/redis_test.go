@@ -87,6 +87,7 @@ func TestServeRedisPasswordFile(t *testing.T) {
 func TestServeRedisConfigErrors(t *testing.T) {
 	srv := redistest.StartTLS(t)
 	other := redistest.StartTLS(t) // signed by another CA
+	mutual := redistest.StartTLS(t, "--tls-auth-clients", "yes")
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.pem")
 	noPEM := filepath.Join(dir, "ca.txt")
@@ -106,6 +107,8 @@ func TestServeRedisConfigErrors(t *testing.T) {
 			[]string{"--redis-ca-file " + noPEM + ": no PEM certificate in it"}},
 		{"CA of another server", []string{"--redis-addr", srv.TLSAddr(), "--redis-ca-file", other.CAFile},
 			[]string{srv.TLSAddr() + ": its TLS certificate is not signed by a CA in --redis-ca-file " + other.CAFile}},
+		{"client certificate required", []string{"--redis-addr", mutual.TLSAddr(), "--redis-ca-file", mutual.CAFile},
+			[]string{mutual.TLSAddr() + " refused TLS (remote error: tls: certificate required): if Redis wants a client certificate, set its tls-auth-clients to no or optional"}},
 		{"TLS against a plaintext port", []string{"--redis-addr", srv.Addr(), "--redis-ca-file", srv.CAFile},
 			[]string{srv.Addr() + " is a plaintext port but TLS is on (--redis-ca-file): point --redis-addr at Redis's TLS port"}},
 		{"rediss:// against a plaintext port", []string{"--redis-url", "rediss://" + srv.Addr(), "--redis-ca-file", srv.CAFile},
