@@ -28,6 +28,7 @@ type Server struct {
 	dir  string
 	pre  []string // arguments before --port (a config file)
 	args []string
+	env  []string // added to the process's environment
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 }
@@ -53,7 +54,13 @@ func Binary(t testing.TB) string {
 // (e.g. "--requirepass", "secret"); it is stopped when the test ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, dir: t.TempDir()}
+	return startWith(t, nil, extra)
+}
+
+// startWith is Start with env added to the server's environment.
+func startWith(t testing.TB, env, extra []string) *Server {
+	t.Helper()
+	s := &Server{t: t, dir: t.TempDir(), env: env}
 	s.args = append([]string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.dir}, extra...)
 	s.run()
 	return s
@@ -98,6 +105,9 @@ func (s *Server) start(bin string) error {
 	args := append(append(append([]string(nil), s.pre...), "--port", strconv.Itoa(s.Port)), s.args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.dir
+	if s.env != nil {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	log, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

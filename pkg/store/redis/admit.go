@@ -119,6 +119,10 @@ func newAdmission(o AdmissionOptions, timeout time.Duration, gauges *prometheus.
 	return a
 }
 
+// isHeavy reports whether a request of n items is heavy; a nil admission
+// (off) takes none as heavy.
+func (a *admission) isHeavy(n int) bool { return a != nil && n > a.light }
+
 // weigh returns the class of a request of n items and the weight it is
 // admitted with: n, capped at what its class may ever hold.
 func (a *admission) weigh(n int) (class, int) {

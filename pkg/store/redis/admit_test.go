@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -410,5 +411,42 @@ func TestAdmitShedIsNotABreakerFailure(t *testing.T) {
 	}
 	if f, _ := gate.state(); f != [2]int{} {
 		t.Fatalf("in flight after Decide returned: %v", f)
+	}
+}
+
+// TestHeavyTimeoutIsNotABreakerFailure: while Redis answers nothing
+// (CLIENT PAUSE), heavy requests time out without opening the breaker;
+// light ones that time out open it, as Redis down would.
+func TestHeavyTimeoutIsNotABreakerFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	s := newStore(t, c, Options{Timeout: 20 * time.Millisecond, Breaker: BreakerOptions{Failures: 2}})
+	v := storetest.Version(t, 1, 10, "1/s")
+	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // anchors the clock, loads the code
+	heavy := make([]store.Item, 8)
+	for i := range heavy {
+		heavy[i] = store.Item{Key: "h" + strconv.Itoa(i), Version: v, Cost: 1}
+	}
+	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", "2000", "ALL"); err != nil {
+		t.Fatal(err)
+	}
+	open := func() bool {
+		s.breaker.mu.Lock()
+		defer s.breaker.mu.Unlock()
+		return s.breaker.open
+	}
+	for range 4 {
+		if _, err := s.Decide(context.Background(), &store.Request{Items: heavy}, make([]store.Result, len(heavy))); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("heavy request while Redis is paused: %v, want a timeout", err)
+		}
+	}
+	if open() {
+		t.Fatal("heavy requests' timeouts opened the breaker")
+	}
+	for range 2 {
+		s.Decide(context.Background(), &store.Request{Items: heavy[:1]}, make([]store.Result, 1))
+	}
+	if !open() {
+		t.Fatal("light requests' timeouts left the breaker closed")
 	}
 }

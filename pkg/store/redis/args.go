@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -138,15 +139,29 @@ func (s *Store) idKey(t, id string) string {
 }
 
 // header appends the header arguments.
-func (s *Store) header(args []string, op string, req *store.Request, idMode string, n int, fp string) []string {
-	now, floor, expire := "", "", "1"
+func (s *Store) header(args []string, op, now, idMode string, n int, fp string) []string {
+	floor, expire := "", "1"
 	if s.opts.RequestTime {
-		now, expire = biased(req.Now), "0"
+		expire = "0"
 		if f := s.forgot.Load(); f != minInt64 {
 			floor = biased(f)
 		}
 	}
-	return append(args, op, now, floor, expire, s.pid, idMode, s.windowMs, s.pendingMs, strconv.Itoa(n), fp, maxReplays)
+	return append(args, op, now, floor, expire, s.pid, idMode, s.windowMs, s.pendingMs, strconv.Itoa(n), fp, maxReplays, s.toleranceMs)
+}
+
+// instant is the script's now for req: the request's own instant, biased,
+// with RequestTime; else its instant on the shared clock (clock.go), which
+// is positive and needs no bias.
+func (s *Store) instant(ctx context.Context, req *store.Request) (string, error) {
+	if s.opts.RequestTime {
+		return biased(req.Now), nil
+	}
+	now, err := s.now(ctx, req.Now)
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(now, 10), nil
 }
 
 var maxReplays = strconv.Itoa(store.MaxReplays)
@@ -161,10 +176,6 @@ func fingerprint(items []store.Item) string {
 func (s *Store) item(args []string, it *store.Item, now int64) []string {
 	v := s.versions.get(it.Version, s.pid)
 	at := offset(now, it.Version.ActiveAt)
-	if !s.opts.RequestTime && now < it.Version.ActiveAt {
-		// Redis TIME is the clock: a version is never active in its future.
-		at = "0"
-	}
 	ver := strconv.FormatInt(it.Revision, 10) + v.params
 	return append(args, strconv.FormatInt(it.Cost, 10), at, ver+v.tail, ver, v.fast, v.mode, v.chain)
 }

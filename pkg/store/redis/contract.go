@@ -15,7 +15,7 @@ import (
 // (settle); a settle that records a request id's answer adds it last.
 const (
 	argOp         = iota + 1 // opDecide, opReserve or opSettle
-	argNow                   // "" reads Redis TIME; else the request's instant, biased
+	argNow                   // the request's instant on the shared clock, or its own, biased (RequestTime)
 	argFloor                 // earliest cursor of a new bucket, biased, or ""
 	argExpire                // "1": keys live until full
 	argPid                   // this process's identity
@@ -25,6 +25,7 @@ const (
 	argItems                 // number of items
 	argFP                    // fingerprint of the request's buckets and costs (request ids only)
 	argMaxReplays            // store.MaxReplays
+	argTolerance             // ms of a forward step of the Redis host's clock that keys survive
 	headerArgs    = iota
 )
 
@@ -149,7 +150,7 @@ var luaContract = func() string {
 	}{
 		{"ARG_OP", argOp}, {"ARG_NOW", argNow}, {"ARG_FLOOR", argFloor}, {"ARG_EXPIRE", argExpire},
 		{"ARG_PID", argPid}, {"ARG_ID_MODE", argIDMode}, {"ARG_WINDOW", argWindow}, {"ARG_PENDING", argPending},
-		{"ARG_ITEMS", argItems}, {"ARG_FP", argFP}, {"ARG_MAX_REPLAYS", argMaxReplays}, {"HEADER_ARGS", headerArgs},
+		{"ARG_ITEMS", argItems}, {"ARG_FP", argFP}, {"ARG_MAX_REPLAYS", argMaxReplays}, {"ARG_TOLERANCE", argTolerance}, {"HEADER_ARGS", headerArgs},
 		{"ITEM_COST", itemCost}, {"ITEM_AT", itemAt}, {"ITEM_ID", itemID}, {"ITEM_VERSION", itemVersion},
 		{"ITEM_FAST", itemFast}, {"ITEM_MODE", itemMode}, {"ITEM_CHAIN", itemChain}, {"ITEM_ARGS", itemArgs},
 		{"FAST_FORMAT", fastFormat}, {"REC_FORMAT", recFormat}, {"REC_BYTES", 8 * recNumbers},

@@ -39,7 +39,7 @@ type groupReply struct {
 	err    error
 }
 
-func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, raw [][16]byte, tags []string, groups [][]int) (store.Outcome, error) {
+func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, now string, raw [][16]byte, tags []string, groups [][]int) (store.Outcome, error) {
 	calls := make([]call, len(groups))
 	for g, idx := range groups {
 		keys := make([]string, len(idx), len(idx)+1)
@@ -51,7 +51,7 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 			idMode, fp = idLast, fingerprint(req.Items)
 			keys = append(keys, s.idKey(tags[0], req.ID))
 		}
-		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), opReserve, req, idMode, len(idx), fp)
+		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), opReserve, now, idMode, len(idx), fp)
 		for _, i := range idx {
 			args = s.item(args, &req.Items[i], req.Now)
 		}
@@ -67,7 +67,7 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 	}
 	first := replies[0]
 	if errs != nil || first.kind != kindDecided {
-		s.settle(ctx, req, calls, replies, false, first.err == nil && first.claimed, "")
+		s.settle(ctx, now, calls, replies, false, first.err == nil && first.claimed, "")
 		switch {
 		case errs != nil:
 			return store.Outcome{}, fmt.Errorf("redis: reserve in %d slots: %w", len(groups), errs)
@@ -98,7 +98,7 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 	if first.claimed {
 		rec = string(appendRecord(nil, allowed, results[:len(req.Items)]))
 	}
-	s.settle(ctx, req, calls, replies, allowed, first.claimed, rec)
+	s.settle(ctx, now, calls, replies, allowed, first.claimed, rec)
 	return store.Outcome{Allowed: allowed}, nil
 }
 
@@ -117,7 +117,7 @@ func (s *Store) parseGroup(c call, n int) groupReply {
 // settle sends, to every slot that needs it, the commits (allowed) or the
 // rollbacks (not allowed) of its reserve; to the first slot also the
 // request id's answer (rec) or, without one, the release of its claim.
-func (s *Store) settle(ctx context.Context, req *store.Request, calls []call, replies []groupReply, allowed, claimed bool, rec string) {
+func (s *Store) settle(ctx context.Context, now string, calls []call, replies []groupReply, allowed, claimed bool, rec string) {
 	var settles []call
 	var kinds []string
 	for g := range replies {
@@ -146,7 +146,7 @@ func (s *Store) settle(ctx context.Context, req *store.Request, calls []call, re
 			continue
 		}
 		n := len(entries) / settleArgs
-		args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, req, idMode, n, "")
+		args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, now, idMode, n, "")
 		args = append(args, entries...)
 		if idMode == idLast {
 			args = append(args, rec)

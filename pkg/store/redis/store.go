@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
@@ -34,7 +35,16 @@ type Options struct {
 	Timeout time.Duration
 	// ReplayWindow is how long a request id's answer is kept [30s].
 	ReplayWindow time.Duration
-	// RequestTime decides at Request.Now instead of Redis TIME, and keeps
+	// Clock is the clock Request.Now is read on [clock.NewMonotonic()];
+	// the store maps it onto the replicas' shared clock (clock.go).
+	Clock clock.Clock
+	// ClockStepTolerance is the largest forward step of the Redis host's
+	// wall clock that no bucket's key is expired early by (a key that
+	// expired before its bucket was full would hand out a fresh bucket)
+	// [6h]: every key lives that long past its bucket's full instant, up
+	// to twice that.
+	ClockStepTolerance time.Duration
+	// RequestTime decides at Request.Now instead of the shared clock, and keeps
 	// keys with no TTL. It is for tests that drive time (the conformance
 	// suite); every process sharing a Redis must use the same clock, so a
 	// deployment never sets it.
@@ -72,7 +82,9 @@ type Store struct {
 	evalOnly            atomic.Bool // the server has no functions: call by EVALSHA (calls.go)
 	admit               *admission  // nil: admits everything (admit.go)
 	deny                *denyCache  // nil: off (deny.go)
+	clock               sharedClock
 	windowMs, pendingMs string
+	toleranceMs         string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -87,6 +99,12 @@ func New(opts Options) (*Store, error) {
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 15 * time.Millisecond
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.NewMonotonic()
+	}
+	if opts.ClockStepTolerance <= 0 {
+		opts.ClockStepTolerance = 6 * time.Hour
 	}
 	if opts.ReplayWindow <= 0 {
 		opts.ReplayWindow = 30 * time.Second
@@ -112,13 +130,14 @@ func New(opts Options) (*Store, error) {
 	var id [8]byte
 	rand.Read(id[:])
 	s := &Store{
-		opts:      opts,
-		client:    opts.Client,
-		cluster:   opts.Client.Mode() == rueidis.ClientModeCluster,
-		pid:       hex.EncodeToString(id[:]),
-		metrics:   newStoreMetrics(opts.Registerer),
-		windowMs:  strconv.FormatInt(max(opts.ReplayWindow.Milliseconds(), 1), 10),
-		pendingMs: strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
+		opts:        opts,
+		client:      opts.Client,
+		cluster:     opts.Client.Mode() == rueidis.ClientModeCluster,
+		pid:         hex.EncodeToString(id[:]),
+		metrics:     newStoreMetrics(opts.Registerer),
+		windowMs:    strconv.FormatInt(max(opts.ReplayWindow.Milliseconds(), 1), 10),
+		toleranceMs: strconv.FormatInt(max(opts.ClockStepTolerance.Milliseconds(), 1), 10),
+		pendingMs:   strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
 	}
 	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen)
 	s.admit = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
@@ -191,7 +210,11 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 			reason = "timeout"
 		}
 		s.metrics.errors.WithLabelValues(reason).Inc()
-		s.breaker.failure(err)
+		// A heavy request that times out says its own cost is high, not
+		// that Redis is down: light requests (and errors) open the breaker.
+		if reason == "error" || !s.admit.isHeavy(len(req.Items)) {
+			s.breaker.failure(err)
+		}
 	}
 	return out, err
 }
@@ -218,6 +241,10 @@ func validate(req *store.Request, results []store.Result) error {
 }
 
 func (s *Store) decide(ctx context.Context, req *store.Request, results []store.Result, raw [][16]byte) (store.Outcome, error) {
+	now, err := s.instant(ctx, req)
+	if err != nil {
+		return store.Outcome{}, err
+	}
 	tags := make([]string, len(req.Items))
 	for i := range raw {
 		tags[i] = hex.EncodeToString(raw[i][:])
@@ -225,7 +252,7 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	if s.cluster {
 		if groups := bySlot(tags); len(groups) > 1 {
 			s.metrics.crossSlot.Inc()
-			out, err := s.decideCross(ctx, req, results, raw, tags, groups)
+			out, err := s.decideCross(ctx, req, results, now, raw, tags, groups)
 			if err == nil && out.Allowed && s.deny != nil {
 				s.deny.learn(req, raw, true, nil)
 			}
@@ -241,7 +268,7 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		idMode, fp = idLast, fingerprint(req.Items)
 		keys = append(keys, s.idKey(tags[0], req.ID))
 	}
-	args := s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, req, idMode, len(req.Items), fp)
+	args := s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, now, idMode, len(req.Items), fp)
 	for i := range req.Items {
 		args = s.item(args, &req.Items[i], req.Now)
 	}

@@ -16,6 +16,9 @@ import (
 // good ping lets an open circuit probe at once (see Ping), so decisions
 // return to Redis within an interval of it coming back.
 //
+// After each good ping it publishes this replica's shared time, on which
+// replicas that start later anchor their clocks (clock.go).
+//
 // A ping that fails because ctx ended says nothing about Redis and is not
 // logged. Watch returns when ctx ends; run it in its own goroutine.
 func (s *Store) Watch(ctx context.Context, every time.Duration) {
@@ -43,6 +46,9 @@ func (s *Store) watch(ctx context.Context, ticks <-chan time.Time) {
 		case now = <-ticks:
 		}
 		err := s.Ping(ctx)
+		if err == nil {
+			err = s.publishClock(ctx)
+		}
 		if ctx.Err() != nil {
 			return
 		}

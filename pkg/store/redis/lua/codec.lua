@@ -14,17 +14,13 @@ local function split(s)
   return tonumber(string.sub(s, 1, n - 9)), tonumber(string.sub(s, n - 8))
 end
 
--- The clock, read once per call: now = NH*10^9 + NL ns (Redis TIME, or
--- the request's biased instant); its bignum once needed.
+-- The call's instant: now = NH*10^9 + NL ns, the request's biased
+-- instant on the replicas' shared clock (the script reads no clock of its
+-- own: see clock.go); its bignum once needed.
 local NH, NL, NOWBIG, NOWMS
 local function clock()
   NOWBIG, NOWMS = nil, nil
-  if ARGV[ARG_NOW] == '' then
-    local t = redis.call('TIME')
-    NH, NL = tonumber(t[1]), tonumber(t[2]) * 1000
-  else
-    NH, NL = split(ARGV[ARG_NOW])
-  end
+  NH, NL = split(ARGV[ARG_NOW])
 end
 
 -- An instant, or any value up to 2^63, is a pair h*10^9 + l of exact

@@ -165,9 +165,12 @@ end
 -- the key lives at least that long, a full bucket is deleted, and a state
 -- that is only a refill of the stored one (not dirty) is not written: the
 -- stored one refills to the same balance and is full at the same
--- instant. A key's expiry is set with some slack (an eighth of its TTL,
--- and 100ms) and kept (KEEPTTL, a cheaper write) while it still covers
--- the time until full; the record holds the instant it surely covers.
+-- instant. The key lives at least ARG_TOLERANCE ms past the bucket's full
+-- instant, so that a forward step of the Redis host's wall clock (which
+-- expiry runs on) up to that much expires no bucket early: PX is the time
+-- until full and twice the tolerance, and is kept (KEEPTTL, a cheaper
+-- write) while it still covers the time until full and one tolerance;
+-- the record holds the instant, on the shared clock, it was set to cover.
 -- Without expiry (tests that drive time) every bucket is written, except
 -- a new full one, whose cursor is reported instead.
 local function put(w, st, ttl, dirty)
@@ -189,16 +192,14 @@ local function put(w, st, ttl, dirty)
     redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, 0, w.id))
     return
   end
-  -- The key surely lives until exp: PX counts from Redis's clock at the
-  -- call, at most a ms before nowms.
-  local ms = E.ms(ttl)
-  local need = nowms() + ms + 1
-  if w.exp and need <= w.exp then
+  local ms, tol = E.ms(ttl), tonumber(ARGV[ARG_TOLERANCE])
+  -- nowms is now rounded down: a ms more covers the full instant.
+  if w.exp and nowms() + 1 + ms + tol <= w.exp then
     redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, w.exp, w.id), 'KEEPTTL')
     return
   end
-  local px = ms + floor(ms / 8) + 100
-  redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, nowms() + px - 1, w.id), 'PX', px)
+  local px = ms + 2 * tol
+  redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, nowms() + px, w.id), 'PX', px)
 end
 
 local function resetr(w)
