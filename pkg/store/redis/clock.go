@@ -30,7 +30,10 @@ import (
 // Either way the reading is the midpoint of one round trip. So replicas
 // agree to within a round trip and whatever the Redis host's wall clock
 // did during the key's age (at most clockPublishTTL); only a replica that
-// starts when none is alive takes a step of that clock with it. Skew
+// starts when none is alive takes a step of that clock with it. The key
+// expires on that wall clock too: a replica that starts just after it
+// stepped forward by more than clockPublishTTL finds no key and takes the
+// step (an open gap, stated in the note). Skew
 // between replicas is bounded by that: a replica ahead by d refills a
 // bucket at most d*rate early, once (its cursor then leads, and the
 // replicas behind it get nothing more until their clocks pass it); none

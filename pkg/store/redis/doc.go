@@ -37,11 +37,14 @@
 //
 // # Time
 //
-// The script reads Redis TIME, so every replica decides on one clock. A
-// bucket's cursor never moves back: a TIME reading before it (the host's
-// clock stepped back, or a failover to a host whose clock is behind) is
-// "no time passed", as in pkg/bucket. Options.RequestTime decides at
-// Request.Now instead, for tests that drive time (the conformance suite).
+// No wall clock decides. Each replica maps its own monotonic clock (the
+// one its requests are read on, Options.Clock) onto a shared epoch fixed
+// once, from a live replica's published time or, for the first one, the
+// Redis host's TIME (clock.go, which states the rule and the skew it
+// allows); the script reads no clock. A bucket's cursor never moves back:
+// a request whose instant is before it (a replica behind another) is "no
+// time passed", as in pkg/bucket. Options.RequestTime decides at
+// Request.Now itself, for tests that drive time (the conformance suite).
 //
 // # Keys and expiry
 //
@@ -50,22 +53,22 @@
 // It holds packed doubles (the balance: tokens, fraction, cursor; its
 // version's activation; the instant its key surely lives to) and the
 // identity of the version it was decided under (contract.go). Its TTL
-// covers the time until it is full again, with a slack of an eighth and
-// 100ms, so that most writes keep the TTL (SET KEEPTTL) instead of
-// setting a new one; a full bucket is deleted. A key that outlives its
-// bucket's full instant is harmless: a full bucket carries no
-// information, except its cursor: the memory store must remember the
-// latest forgotten cursor because a request may read the clock before
-// another that goes first. Here the clock is read inside the atomic
-// script and expiry runs on the same clock, so a key vanishes only after
-// TIME has passed its full instant, and every later call reads a later
-// TIME: nothing is refilled twice. The one exception is the Redis host's
-// clock stepping back by d (or a failover to a host behind by d) while a
-// key expires: a fresh bucket may then refill over those d ns again once,
-// at most d*rate tokens. (With RequestTime keys have no TTL and the store
-// keeps the forgotten cursor in the process, exactly like the memory
-// store.) A key written by an earlier tokengate in another format reads
-// as no bucket (MGET answers nil for a hash) and is replaced.
+// covers the time until it is full again and twice ClockStepTolerance
+// (6h), and is kept (SET KEEPTTL, a cheaper write) while it still covers
+// one tolerance past the full instant; a full bucket is deleted. Expiry
+// runs on the Redis host's wall clock, decisions on the shared clock: a
+// forward step of that wall clock up to the tolerance expires no bucket
+// early (which would hand out a fresh one), a step back only keeps keys
+// longer. A key that outlives its bucket's full instant is harmless: a
+// full bucket carries no information, except its cursor: the memory
+// store must remember the latest forgotten cursor because a request may
+// read the clock before another that goes first. Here a request decided
+// after a key vanished, at an instant behind its cursor (a replica behind
+// another by d), may refill that stretch again once: at most d*rate
+// tokens, the skew bound of clock.go. (With RequestTime keys have no TTL
+// and the store keeps the forgotten cursor in the process, exactly like
+// the memory store.) A key written by an earlier tokengate in another
+// format reads as no bucket (MGET answers nil for a hash) and is replaced.
 //
 // A TTL is worked out under the parameters the bucket was decided under.
 // When a reload then raises a rule's capacity with on_resize clamp, a key
@@ -92,8 +95,8 @@
 // Otherwise the bucket is decided under the parameters stored with it, so
 // during a rolling update an old replica uses the new parameters and a
 // bucket never moves back. Give every policy change a higher revision. The
-// activation of a version is mapped onto Redis's clock as "now minus its
-// age" (the age measured on the replica's own clock).
+// activation of a version is mapped onto the shared clock as "now minus
+// its age" (the age measured on the replica's own clock).
 //
 // # Cluster
 //
