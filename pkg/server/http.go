@@ -5,9 +5,73 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
+
+// Defaults of HTTPLimits.
+const (
+	DefaultHTTPReadHeaderTimeout = 5 * time.Second
+	DefaultHTTPReadTimeout       = 10 * time.Second
+	// DefaultHTTPWriteTimeout bounds every response; /debug/pprof/profile
+	// and /trace extend their own deadline by the time they record.
+	DefaultHTTPWriteTimeout = 30 * time.Second
+	DefaultHTTPIdleTimeout  = time.Minute
+	// DefaultHTTPMaxHeaderBytes is above Envoy's own limit on request
+	// headers (60 KiB), which forward-auth requests pass through.
+	DefaultHTTPMaxHeaderBytes = 64 << 10
+)
+
+// HTTPLimits bound how long and how much one HTTP connection may hold of
+// the HTTP listener (metrics, health, debug and forward-auth alike). A zero
+// field takes its default.
+type HTTPLimits struct {
+	// ReadHeaderTimeout is the longest a client may take to send a
+	// request's headers, however it trickles them.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout is the longest a client may take to send a whole
+	// request, its body included.
+	ReadTimeout time.Duration
+	// WriteTimeout is the longest a response may take, from the end of its
+	// request's headers.
+	WriteTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request before the server closes it.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header block; a larger one is
+	// answered 431. (net/http allows 4 KiB more.)
+	MaxHeaderBytes int
+}
+
+func (l HTTPLimits) orDefaults() HTTPLimits {
+	or := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	or(&l.ReadHeaderTimeout, DefaultHTTPReadHeaderTimeout)
+	or(&l.ReadTimeout, DefaultHTTPReadTimeout)
+	or(&l.WriteTimeout, DefaultHTTPWriteTimeout)
+	or(&l.IdleTimeout, DefaultHTTPIdleTimeout)
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = DefaultHTTPMaxHeaderBytes
+	}
+	return l
+}
+
+// newHTTP builds the HTTP server within opts.HTTP's limits.
+func (s *Server) newHTTP() *http.Server {
+	l := s.opts.HTTP.orDefaults()
+	return &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+	}
+}
 
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()

@@ -54,6 +54,12 @@ type Options struct {
 	Pprof           bool          // serve /debug/pprof/
 	ShutdownTimeout time.Duration // longest drain of in-flight RPCs [10s]
 	Logger          *slog.Logger  // [slog.Default()]
+
+	// HTTP bounds the HTTP listener's connections (http.go).
+	HTTP HTTPLimits
+	// GRPCMaxConnectionIdle is how long a gRPC connection may go without an
+	// RPC before the server closes it gracefully (GOAWAY) [5m].
+	GRPCMaxConnectionIdle time.Duration
 }
 
 // Server holds the two listeners.
@@ -71,9 +77,22 @@ type Server struct {
 // keeps long-lived HTTP/2 connections with its own keepalives. Streams are
 // served by a fixed pool of GOMAXPROCS workers rather than a new goroutine
 // each, and responses are marshalled by vtprotobuf (codec.go).
+//
+// Keepalive: the server pings a connection quiet for keepaliveTime and
+// closes it when the ping is not answered within keepaliveTimeout (a peer
+// gone without a FIN); a client may ping at most every keepaliveMinTime,
+// even with no RPC open, or is sent away (GOAWAY too_many_pings). A
+// connection with no RPC for GRPCMaxConnectionIdle is closed by a graceful
+// GOAWAY, which Envoy answers by connecting again on its next request, so
+// idle connections do not pile up. No MaxConnectionAge: it would close
+// Envoy's busy long-lived connections for nothing.
 const (
-	maxRecvMsgSize       = 1 << 20
-	maxConcurrentStreams = 4096
+	maxRecvMsgSize               = 1 << 20
+	maxConcurrentStreams         = 4096
+	keepaliveTime                = 30 * time.Second
+	keepaliveTimeout             = 10 * time.Second
+	keepaliveMinTime             = 5 * time.Second
+	defaultGRPCMaxConnectionIdle = 5 * time.Minute
 )
 
 // New listens on both addresses (":0" picks free ports; see GRPCAddr and
@@ -97,6 +116,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Ready == nil {
 		opts.Ready = func() error { return nil }
 	}
+	if opts.GRPCMaxConnectionIdle <= 0 {
+		opts.GRPCMaxConnectionIdle = defaultGRPCMaxConnectionIdle
+	}
 	s := &Server{opts: opts, health: health.NewServer()}
 	var err error
 	if s.gl, err = net.Listen("tcp", opts.GRPCAddr); err != nil {
@@ -111,8 +133,10 @@ func New(opts Options) (*Server, error) {
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: keepaliveTime, Timeout: keepaliveTimeout, MaxConnectionIdle: opts.GRPCMaxConnectionIdle,
+		}),
 		grpc.ChainUnaryInterceptor(s.observe),
 	)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
@@ -122,7 +146,7 @@ func New(opts Options) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.okObservers = s.buildOKObservers()
-	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second}
+	s.http = s.newHTTP()
 	return s, nil
 }
 
