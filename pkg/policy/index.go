@@ -49,21 +49,25 @@ type shapeIndex struct {
 	first int
 }
 
+// newDomain indexes rules, in file order.
 func newDomain(rules []*Rule) *domain {
-	d := &domain{rules: rules, byName: make(map[string]*Rule, len(rules)), seed: maphash.MakeSeed(), groups: make(map[uint64]*group)}
+	d := &domain{byName: make(map[string]*Rule, len(rules)), seed: maphash.MakeSeed(), groups: make(map[uint64]*group)}
 	for _, r := range rules {
-		d.byName[r.Name] = r
 		d.add(r)
 	}
 	return d
 }
 
+// add appends r to the domain's rules, after every rule already there; its
+// name must be new to the domain.
 func (d *domain) add(r *Rule) {
+	d.rules = append(d.rules, r)
+	d.byName[r.Name] = r
 	keys := make([]string, len(r.Match))
-	values := make([]Entry, len(r.Match))
+	values := patternValues(r.Match)
 	cut := make([]int, len(r.Match))
 	for i, m := range r.Match {
-		keys[i], values[i].Value = m.Key, m.Value
+		keys[i] = m.Key
 		switch m.Kind {
 		case MatchAny:
 			cut[i] = -1
@@ -85,10 +89,7 @@ func (d *domain) add(r *Rule) {
 
 // group returns the group of a key sequence, creating it.
 func (d *domain) group(keys []string) *group {
-	h := uint64(len(keys))
-	for _, k := range keys {
-		h = mix(h, maphash.String(d.seed, k))
-	}
+	h := d.keysHash(keys)
 	first := d.groups[h]
 	for g := first; g != nil; g = g.next {
 		if slices.Equal(g.keys, keys) {
@@ -98,6 +99,14 @@ func (d *domain) group(keys []string) *group {
 	g := &group{keys: keys, next: first}
 	d.groups[h] = g
 	return g
+}
+
+func (d *domain) keysHash(keys []string) uint64 {
+	h := uint64(len(keys))
+	for _, k := range keys {
+		h = mix(h, maphash.String(d.seed, k))
+	}
+	return h
 }
 
 func (d *domain) match(entries []Entry) *Rule {

@@ -81,7 +81,7 @@ func (r *reader) policy(root *yaml.Node, p *Policy) {
 			r.fail(k, at{domain: name}, "", errors.New("repeated domain"))
 			continue
 		}
-		p.domains[name] = newDomain(r.domain(name, v, p.requestIDKey))
+		p.domains[name] = r.domain(name, v, p.requestIDKey)
 		p.names = append(p.names, name)
 	}
 	slices.Sort(p.names)
@@ -107,12 +107,12 @@ func identifier(n *yaml.Node) (string, error) {
 
 // domain reads the rules of one domain and warns about rules that an
 // earlier rule always shadows.
-func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) []*Rule {
+func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) *domain {
+	d := newDomain(nil)
 	if n.Kind != yaml.SequenceNode {
 		r.fail(n, at{domain: name}, "", fmt.Errorf("want a list of rules, got %s", describe(n)))
-		return nil
+		return d
 	}
-	var rules []*Rule
 	lines := make(map[string]int)
 	for i, rn := range n.Content {
 		rule := r.rule(rn, name, i+1)
@@ -124,35 +124,16 @@ func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) []*Rule 
 			continue
 		}
 		lines[rule.Name] = rule.Line
-		rules = append(rules, rule)
-	}
-	for j, b := range rules {
-		a := at{domain: name, rule: b.Name}
-		if len(b.Match) == 1 && b.Match[0].Key == requestIDKey {
-			r.warn(b.Line, a, "match", fmt.Errorf("key %q is the request_id_key: such descriptors carry the request id and never match a rule", requestIDKey))
+		a := at{domain: name, rule: rule.Name}
+		if len(rule.Match) == 1 && rule.Match[0].Key == requestIDKey {
+			r.warn(rule.Line, a, "match", fmt.Errorf("key %q is the request_id_key: such descriptors carry the request id and never match a rule", requestIDKey))
 		}
-		for _, prev := range rules[:j] {
-			if shadows(prev, b) {
-				r.warn(b.Line, a, "", fmt.Errorf("never matches: rule %q (line %d) comes first and matches everything it would", prev.Name, prev.Line))
-				break
-			}
+		if prev := d.shadowing(rule); prev != nil {
+			r.warn(rule.Line, a, "", fmt.Errorf("never matches: rule %q (line %d) comes first and matches everything it would", prev.Name, prev.Line))
 		}
+		d.add(rule)
 	}
-	return rules
-}
-
-// shadows reports whether rule a, placed before b, matches every
-// descriptor b matches.
-func shadows(a, b *Rule) bool {
-	if len(a.Match) != len(b.Match) {
-		return false
-	}
-	for i := range a.Match {
-		if !a.Match[i].covers(b.Match[i]) {
-			return false
-		}
-	}
-	return true
+	return d
 }
 
 // rule reads one rule; nil when it has errors (they are recorded).

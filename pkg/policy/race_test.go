@@ -1,0 +1,6 @@
+//go:build race
+
+package policy
+
+// raceEnabled: the race detector is on, and code runs several times slower.
+const raceEnabled = true
