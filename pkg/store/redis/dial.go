@@ -228,49 +228,63 @@ func (e *handshakeError) Error() string { return "TLS handshake with " + e.addr 
 func (e *handshakeError) Unwrap() error { return e.err }
 
 // explain returns err of a failed connect as an ErrConfig when it shows a
-// misconfiguration, and as an outage otherwise. Definite: a wrong
-// password; a TLS alert from the server (it wants a client certificate,
-// or another protocol version); a TLS handshake answered by something else
-// than TLS; a certificate of an unknown CA or another host. A handshake
-// that hangs or is cut short, or a plaintext connection cut at HELLO, are
-// probed once: the address answering a plaintext PING, or a TLS handshake,
-// is a definite TLS mismatch; anything else is left an outage. A refused or
-// timed-out TCP connection is never probed: that is Redis down, and the
-// start is not delayed.
+// misconfiguration, and as an outage otherwise. Definite at once: a wrong
+// password; a TLS alert from Redis (it wants a client certificate, say); a
+// TLS handshake answered by something else than TLS; a certificate of an
+// unknown CA or another host. A port that accepted the connection and then
+// failed it is probed once more: TLS off and cut short, it may be a TLS
+// port (a TLS handshake completes); TLS on and cut short, a refusal whose
+// alert was lost to a reset (a handshake that then sends nothing reads
+// it); a TLS handshake that hung or was cut short, a plaintext port (it
+// answers PING). Anything else is an outage. A refused or timed-out TCP
+// connection is never probed: that is Redis down, and the start is not
+// delayed.
 func (cfg Config) explain(opt rueidis.ClientOption, err error) error {
 	wrapped := fmt.Errorf("redis: connect to %v: %w", opt.InitAddress, err)
-	timeout := opt.Dialer.Timeout
 	var (
 		hs     *handshakeError
 		header tls.RecordHeaderError
 		verify *tls.CertificateVerificationError
 	)
 	handshake := errors.As(err, &hs)
+	addrs := peers(err, opt.InitAddress)
+	if handshake {
+		addrs = []string{hs.addr}
+	}
 	switch {
 	case isAuthError(err):
 		return configError{wrapped}
 	case opt.TLSConfig != nil && isTLSAlert(err):
-		where := strings.Join(opt.InitAddress, ",")
-		if handshake {
-			where = hs.addr
+		return tlsRefused(strings.Join(addrs, ","), err)
+	case handshake && errors.As(err, &header):
+		return cfg.plaintextPort(hs.addr, err)
+	case handshake && errors.As(err, &verify):
+		return cfg.certificateError(hs.addr, verify)
+	case !handshake && !cutShort(err):
+		return wrapped
+	}
+	timeout := opt.Dialer.Timeout
+	for _, addr := range addrs {
+		if opt.TLSConfig == nil {
+			if speaksTLS(addr, timeout) {
+				return configErrorf("redis: %s speaks TLS but TLS is off: set --redis-ca-file to the PEM of the CA that signs its certificate, or use a rediss:// URL (%w)", addr, err)
+			}
+			continue
 		}
-		return configErrorf("redis: %s refused TLS (%w): if Redis wants a client certificate, set its tls-auth-clients to no or optional: tokengate sends none", where, err)
-	case !handshake:
-		if opt.TLSConfig == nil && cutShort(err) {
-			for _, addr := range peers(err, opt.InitAddress) {
-				if speaksTLS(addr, timeout) {
-					return configErrorf("redis: %s speaks TLS but TLS is off: set --redis-ca-file to the PEM of the CA that signs its certificate, or use a rediss:// URL (%w)", addr, err)
-				}
+		if cutShort(err) {
+			if alert := tlsRefusal(addr, opt.TLSConfig, timeout); alert != nil {
+				return tlsRefused(addr, alert)
 			}
 		}
-	case errors.As(err, &header):
-		return cfg.plaintextPort(hs.addr, err)
-	case errors.As(err, &verify):
-		return cfg.certificateError(hs.addr, verify)
-	case answersPlaintext(hs.addr, timeout):
-		return cfg.plaintextPort(hs.addr, fmt.Errorf("it answers PING in plaintext; the TLS handshake: %w", hs.err))
+		if handshake && answersPlaintext(addr, timeout) {
+			return cfg.plaintextPort(addr, fmt.Errorf("it answers PING in plaintext; the TLS handshake: %w", hs.err))
+		}
 	}
 	return wrapped
+}
+
+func tlsRefused(addr string, alert error) error {
+	return configErrorf("redis: %s refused TLS (%w): if Redis wants a client certificate, set its tls-auth-clients to no or optional: tokengate sends none", addr, alert)
 }
 
 // isTLSAlert reports whether err is a TLS alert the server sent.
@@ -344,6 +358,27 @@ func speaksTLS(addr string, timeout time.Duration) bool {
 		return true
 	}
 	return isTLSAlert(err)
+}
+
+// tlsRefusal makes a TLS handshake with addr, sends nothing and reads. A
+// server refusing the client (one without a certificate, under TLS 1.3)
+// sends its alert then, and with nothing of ours unread it closes without
+// the reset that can lose the alert when a command was sent. It returns
+// the alert, or nil.
+func tlsRefusal(addr string, cfg *tls.Config, timeout time.Duration) error {
+	conn, err := dial(context.Background(), addr, &net.Dialer{Timeout: timeout}, cfg)
+	if err != nil {
+		if isTLSAlert(err) {
+			return err
+		}
+		return nil
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(timeout))
+	if _, err := conn.Read(make([]byte, 1)); isTLSAlert(err) {
+		return err
+	}
+	return nil
 }
 
 // answersPlaintext reports whether addr answers a plaintext PING with a
