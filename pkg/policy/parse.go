@@ -77,11 +77,14 @@ func (r *reader) policy(root *yaml.Node, p *Policy) {
 			r.fail(k, at{}, "domains", fmt.Errorf("domain name: %w", err))
 			continue
 		}
+		d := r.domain(name, v, p.requestIDKey)
 		if p.domains[name] != nil {
+			// Its rules were read all the same, so that their problems
+			// are reported too.
 			r.fail(k, at{domain: name}, "", errors.New("repeated domain"))
 			continue
 		}
-		p.domains[name] = r.domain(name, v, p.requestIDKey)
+		p.domains[name] = d
 		p.names = append(p.names, name)
 	}
 	slices.Sort(p.names)
@@ -106,7 +109,8 @@ func identifier(n *yaml.Node) (string, error) {
 }
 
 // domain reads the rules of one domain and warns about rules that an
-// earlier rule always shadows.
+// earlier rule always shadows. A repeated name is reported whatever else is
+// wrong with either rule.
 func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) *domain {
 	d := newDomain(nil)
 	if n.Kind != yaml.SequenceNode {
@@ -115,15 +119,11 @@ func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) *domain 
 	}
 	lines := make(map[string]int)
 	for i, rn := range n.Content {
+		repeated := r.repeatedName(rn, at{domain: name, index: i + 1}, lines)
 		rule := r.rule(rn, name, i+1)
-		if rule == nil {
+		if rule == nil || repeated {
 			continue
 		}
-		if first := lines[rule.Name]; first != 0 {
-			r.fail(lookup(rn, "name"), at{domain: name, rule: rule.Name, index: i + 1}, "name", fmt.Errorf("repeated in the domain (first at line %d)", first))
-			continue
-		}
-		lines[rule.Name] = rule.Line
 		a := at{domain: name, rule: rule.Name}
 		if len(rule.Match) == 1 && rule.Match[0].Key == requestIDKey {
 			r.warn(rule.Line, a, "match", fmt.Errorf("key %q is the request_id_key: such descriptors carry the request id and never match a rule", requestIDKey))
@@ -134,6 +134,26 @@ func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) *domain 
 		d.add(rule)
 	}
 	return d
+}
+
+// repeatedName records the name of rule node n in lines (name -> line of
+// its first rule) and reports whether an earlier rule has it.
+func (r *reader) repeatedName(n *yaml.Node, a at, lines map[string]int) bool {
+	v := lookup(n, "name")
+	if v == nil {
+		return false
+	}
+	name, err := identifier(v)
+	if err != nil {
+		return false // rule reports it
+	}
+	if first := lines[name]; first != 0 {
+		a.rule = name
+		r.fail(v, a, "name", fmt.Errorf("repeated in the domain (first at line %d)", first))
+		return true
+	}
+	lines[name] = n.Line
+	return false
 }
 
 // rule reads one rule; nil when it has errors (they are recorded).
@@ -159,19 +179,25 @@ func (r *reader) rule(n *yaml.Node, domainName string, index int) *Rule {
 	} else {
 		rule.Match = r.match(v, a)
 	}
+	badUnlimited := false
 	if v := f["unlimited"]; v != nil {
 		var err error
 		if rule.Unlimited, err = boolean(v); err != nil {
 			r.fail(v, a, "unlimited", err)
+			badUnlimited = true
 		}
 	}
-	if rule.Unlimited {
+	switch {
+	case rule.Unlimited:
 		for _, field := range bucketFields {
 			if v := f[field]; v != nil {
 				r.fail(v, a, field, errors.New("not allowed on an unlimited rule (it has no bucket)"))
 			}
 		}
-	} else {
+	case badUnlimited && !slices.ContainsFunc(bucketFields, func(field string) bool { return f[field] != nil }):
+		// Meant to be unlimited, most likely: "capacity: missing" would
+		// only be noise next to the unlimited error.
+	default:
 		r.limits(rule, n, f, a)
 	}
 	if len(r.errs) > before {

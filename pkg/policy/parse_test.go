@@ -205,6 +205,7 @@ func TestParseReportsEveryError(t *testing.T) {
 	want := []string{
 		`p.yaml:5: domain "edge" rule "a": capacity 0 out of range`,
 		`p.yaml:10: domain "edge" rule "b": refill: rate "10/q"`,
+		`p.yaml:11: domain "edge" rule "a": name: repeated in the domain (first at line 3)`,
 		`p.yaml:12: domain "edge" rule "a": match: empty`,
 		`p.yaml:16: domain "edge" rule "d": capacity -1 out of range`,
 		`p.yaml:17: domain "edge" rule "d": refill: rate "1/x"`,
@@ -223,6 +224,69 @@ func TestParseReportsEveryError(t *testing.T) {
 	}
 	if errors.Unwrap(errs[1].Err) == nil {
 		t.Errorf("the refill error does not wrap pkg/bucket's: %v", errs[1].Err)
+	}
+}
+
+// TestParseRepeatedNames: a repeated rule name is reported whatever else
+// is wrong with either rule, and a repeated domain's rules are checked too.
+func TestParseRepeatedNames(t *testing.T) {
+	cases := []struct {
+		name, src string
+		want      []string
+	}{
+		{"the repeat has another error", `domains:
+  edge:
+    - {name: r, match: [{key: a}], unlimited: true}
+    - {name: r, match: [{key: b}], capacity: 0, refill: 1/s}
+`, []string{
+			`p.yaml:4: domain "edge" rule "r": name: repeated in the domain (first at line 3)`,
+			`p.yaml:4: domain "edge" rule "r": capacity 0 out of range`,
+		}},
+		{"the first has an error", `domains:
+  edge:
+    - {name: r, match: [], unlimited: true}
+    - {name: r, match: [{key: b}], unlimited: true}
+`, []string{
+			`p.yaml:3: domain "edge" rule "r": match: empty`,
+			`p.yaml:4: domain "edge" rule "r": name: repeated in the domain (first at line 3)`,
+		}},
+		{"three times, all bad", `domains:
+  edge:
+    - {name: r, match: [{key: a}], refill: 1/s}
+    - {name: r, match: [{key: a}], capacity: 1}
+    - {name: r, match: [{key: a}], unlimited: yes please}
+`, []string{
+			`p.yaml:3: domain "edge" rule "r": capacity: missing`,
+			`p.yaml:4: domain "edge" rule "r": name: repeated in the domain (first at line 3)`,
+			`p.yaml:4: domain "edge" rule "r": refill: missing`,
+			`p.yaml:5: domain "edge" rule "r": name: repeated in the domain (first at line 3)`,
+			`p.yaml:5: domain "edge" rule "r": unlimited: want true or false`,
+		}},
+		{"a repeated domain's bad rules", `domains:
+  edge: []
+  edge:
+    - {name: r, match: [{key: a}], capacity: 1, refill: 1/q}
+`, []string{
+			`p.yaml:3: domain "edge": repeated domain`,
+			`p.yaml:4: domain "edge" rule "r": refill: rate "1/q"`,
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("p.yaml", []byte(c.src))
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("got %v", err)
+			}
+			if len(errs) != len(c.want) {
+				t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(c.want), err)
+			}
+			for i, w := range c.want {
+				if !strings.HasPrefix(errs[i].Error(), w) {
+					t.Errorf("error %d: %q, want prefix %q", i, errs[i], w)
+				}
+			}
+		})
 	}
 }
 
