@@ -338,7 +338,7 @@ func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []s
 	for {
 		select {
 		case <-ctx.Done():
-			return store.Outcome{}, fmt.Errorf("redis: request id %q still being decided: %w", req.ID, ctx.Err())
+			return store.Outcome{}, fmt.Errorf("redis: request id %x still being decided: %w", req.ID, ctx.Err())
 		case <-t.C:
 		}
 		rec, err := s.client.Do(ctx, s.client.B().Hget().Key(idKey).Field(idFieldRecord).Build()).ToString()
