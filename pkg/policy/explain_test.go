@@ -35,6 +35,20 @@ func TestSummaryAndValidate(t *testing.T) {
 	}
 }
 
+// TestValidateWarnsEmptyDomains: `tokengate validate` accepts a policy
+// that limits nothing, and prints why after its summary.
+func TestValidateWarnsEmptyDomains(t *testing.T) {
+	var out bytes.Buffer
+	if err := Validate(&out, "policy.yaml", []byte("domains: {}\n")); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "policy.yaml: OK: revision 0, 0 domains") ||
+		lines[1] != "warning: policy.yaml:1: domains: empty: the policy limits nothing (every request is answered OK)" {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
 func TestParseEntries(t *testing.T) {
 	got, err := ParseEntries([]string{"user_id=alice", "path=/a=b", "empty="})
 	if err != nil || len(got) != 3 || got[1] != (Entry{"path", "/a=b"}) || got[2] != (Entry{"empty", ""}) {

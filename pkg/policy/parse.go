@@ -87,6 +87,9 @@ func (r *reader) policy(root *yaml.Node, p *Policy) {
 		p.domains[name] = d
 		p.names = append(p.names, name)
 	}
+	if len(n.Content) == 0 {
+		r.warn(n.Line, at{}, "domains", errors.New("empty: the policy limits nothing (every request is answered OK)"))
+	}
 	slices.Sort(p.names)
 	if n := f["front_doors"]; n != nil {
 		r.frontDoors(n, p)
@@ -116,6 +119,9 @@ func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) *domain 
 	if n.Kind != yaml.SequenceNode {
 		r.fail(n, at{domain: name}, "", fmt.Errorf("want a list of rules, got %s", describe(n)))
 		return d
+	}
+	if len(n.Content) == 0 {
+		r.warn(n.Line, at{domain: name}, "", errors.New("no rules: every request to this domain is answered OK"))
 	}
 	lines := make(map[string]int)
 	for i, rn := range n.Content {

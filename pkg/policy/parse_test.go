@@ -290,6 +290,24 @@ func TestParseRepeatedNames(t *testing.T) {
 	}
 }
 
+// TestParseWarnsEmpty: a policy with no domains, or a domain with no
+// rules, is valid but limits nothing there, and says so.
+func TestParseWarnsEmpty(t *testing.T) {
+	cases := []struct{ name, src, want string }{
+		{"no domains", "domains: {}\n", `policy.yaml:1: domains: empty: the policy limits nothing (every request is answered OK)`},
+		{"no domains, block style", "revision: 2\ndomains:\n  {}\n", `policy.yaml:3: domains: empty`},
+		{"a domain without rules", "domains:\n  edge: []\n", `policy.yaml:2: domain "edge": no rules: every request to this domain is answered OK`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := mustParse(t, c.src).Warnings()
+			if len(w) != 1 || !strings.HasPrefix(w[0].Error(), c.want) {
+				t.Fatalf("warnings %v, want one starting %q", w, c.want)
+			}
+		})
+	}
+}
+
 func TestParseWarnings(t *testing.T) {
 	p := mustParse(t, `request_id_key: rid
 domains:
