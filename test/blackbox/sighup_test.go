@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,7 +43,7 @@ func TestSIGHUPReloadsUnderLoad(t *testing.T) {
 	p := start(t, "--policy", path)
 	hangup := func() {
 		t.Helper()
-		if err := syscall.Kill(childPID(t, path), syscall.SIGHUP); err != nil {
+		if err := syscall.Kill(pidOf(t, path), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,22 +170,4 @@ func servingRevision(t *testing.T, p *tgproc.Proc) int64 {
 		t.Fatalf("/debug/policy: %v: %s", err, body)
 	}
 	return v.Revision
-}
-
-// childPID finds the test's own child process (tgproc's) started with arg.
-func childPID(t *testing.T, arg string) int {
-	t.Helper()
-	lists, _ := filepath.Glob("/proc/self/task/*/children")
-	for _, list := range lists {
-		pids, _ := os.ReadFile(list)
-		for _, pid := range strings.Fields(string(pids)) {
-			cmdline, err := os.ReadFile("/proc/" + pid + "/cmdline")
-			if err == nil && bytes.Contains(cmdline, []byte("\x00"+arg+"\x00")) {
-				n, _ := strconv.Atoi(pid)
-				return n
-			}
-		}
-	}
-	t.Fatalf("no child process runs with %s", arg)
-	return 0
 }
