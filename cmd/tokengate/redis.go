@@ -141,7 +141,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		}
 		st, err := redis.New(redis.Options{
 			Client: client, KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, ReplayWindow: s.ReplayWindow,
-			Registerer: reg, Logger: log,
+			Clock: clk, Registerer: reg, Logger: log,
 		})
 		if err != nil {
 			client.Close()
