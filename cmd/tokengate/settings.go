@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +74,9 @@ func loadSettings(args []string) (settings, error) {
 			return settings{}, fmt.Errorf("settings file: %w", err)
 		}
 	}
+	if err := checkSources(fs, v); err != nil {
+		return settings{}, err
+	}
 	s := settings{
 		Policy:          v.GetString("policy"),
 		GRPCAddr:        v.GetString("grpc-addr"),
@@ -88,6 +94,77 @@ func loadSettings(args []string) (settings, error) {
 	s.ExtAuthzDenyStatus, s.ForwardAuthDenyStatus = v.GetInt("ext-authz-deny-status"), v.GetInt("forward-auth-deny-status")
 	s.Redis = readRedisSettings(v)
 	return s, s.check()
+}
+
+// checkSources refuses a setting from the environment or the settings
+// file that its flag could not parse. viper reads such a value as zero
+// (TOKENGATE_MAX_BUCKETS=abc would be 0, TOKENGATE_REDIS_DB=abc database
+// 0, TOKENGATE_SHUTDOWN_TIMEOUT=10 ten nanoseconds), so the error would
+// name the wrong value, or there would be none. Every bad one is reported,
+// each with the variable or file key and the value. A setting given as a
+// flag is not checked here: the flag wins and pflag parsed it.
+func checkSources(fs *pflag.FlagSet, v *viper.Viper) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		want := flagWants(f.Value.Type())
+		if want == "" {
+			return // a string: anything goes
+		}
+		env := envName(f.Name)
+		if val := os.Getenv(env); val != "" { // viper ignores an empty variable
+			if !parses(f.Value.Type(), val) {
+				errs = append(errs, fmt.Errorf("environment variable %s=%q: want %s (--%s)", env, val, want, f.Name))
+			}
+			return
+		}
+		if v.InConfig(f.Name) {
+			if val := fmt.Sprint(v.Get(f.Name)); !parses(f.Value.Type(), val) {
+				errs = append(errs, fmt.Errorf("settings file %s: %s: %q: want %s (--%s)", v.ConfigFileUsed(), f.Name, val, want, f.Name))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// envName is the environment variable of a flag: --max-buckets is
+// TOKENGATE_MAX_BUCKETS.
+func envName(flag string) string {
+	return "TOKENGATE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// flagWants describes the values a flag of pflag type typ takes; "" for a
+// string flag.
+func flagWants(typ string) string {
+	switch typ {
+	case "int":
+		return "a whole number"
+	case "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "duration":
+		return "a duration with its unit, such as 10s or 15ms"
+	}
+	return ""
+}
+
+// parses reports whether pflag would accept s for a flag of type typ.
+func parses(typ, s string) bool {
+	var err error
+	switch typ {
+	case "int":
+		_, err = strconv.ParseInt(s, 0, strconv.IntSize)
+	case "float64":
+		_, err = strconv.ParseFloat(s, 64)
+	case "bool":
+		_, err = strconv.ParseBool(s)
+	case "duration":
+		_, err = time.ParseDuration(s)
+	}
+	return err == nil
 }
 
 func (s settings) check() error {
