@@ -11,6 +11,7 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
@@ -43,7 +44,7 @@ func TestEnvoyExtAuthzExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd := pol.FrontDoor(policy.FrontDoorExtAuthz)
+	fd := pol.FrontDoor(spec.ExtAuthz)
 
 	var tokengate bool
 	for _, c := range b.GetStaticResources().GetClusters() {
@@ -72,7 +73,7 @@ func TestEnvoyExtAuthzExample(t *testing.T) {
 	for _, domain := range fd.Domains() {
 		for _, d := range fd.Domain(domain).Descriptors {
 			for _, a := range d.Actions {
-				if a.Kind == policy.ActionRequestHeader && !sent(a.Header) {
+				if a.Kind == spec.ActionRequestHeader && !sent(a.Header) {
 					t.Errorf("the policy reads %s, which Envoy does not send", a.Header)
 				}
 			}

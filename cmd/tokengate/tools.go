@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tokengate/tokengate/config"
+	"github.com/tokengate/tokengate/pkg/frontdoor"
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
@@ -33,7 +35,7 @@ func explain(args []string, stdout io.Writer) error {
 	file := fs.String("policy", "", "policy file (default: the built-in policy)")
 	domain := fs.String("domain", "", "the Envoy rate_limit domain (required without --front-door)")
 	door := fs.String("front-door", "", "explain a request to a front door: ext_authz or forward_auth")
-	var a policy.Attributes
+	var a spec.Attributes
 	fs.StringVar(&a.RemoteAddress, "remote-address", "", "with --front-door: the client address (after trusted_proxy_hops)")
 	fs.StringVar(&a.Method, "method", "", "with --front-door: the request method")
 	fs.StringVar(&a.Path, "path", "", "with --front-door: the request path and query")
@@ -80,7 +82,7 @@ func explain(args []string, stdout io.Writer) error {
 		hs[strings.ToLower(k)] = v
 	}
 	a.Headers = hs
-	e, err := p.ExplainFrontDoor(*door, *domain, &a)
+	e, err := frontdoor.Explain(p, *door, *domain, &a)
 	if err != nil {
 		return fmt.Errorf("explain: %w", err)
 	}

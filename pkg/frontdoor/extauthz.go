@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/metrics"
-	"github.com/tokengate/tokengate/pkg/policy"
 )
 
 // ContextExtensionDomain is the ext_authz context extension that names the
@@ -68,7 +68,7 @@ func (e extAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 	attrs := req.GetAttributes()
 	httpReq := attrs.GetRequest().GetHttp()
 	domain := attrs.GetContextExtensions()[ContextExtensionDomain]
-	v := e.d.decide(ctx, metrics.FrontDoorExtAuthz, domain, func(fd *policy.FrontDoor) *policy.Attributes {
+	v := e.d.decide(ctx, metrics.FrontDoorExtAuthz, domain, func(fd *spec.Door) *spec.Attributes {
 		hs := checkHeaders{httpReq}
 		var xff []string
 		if fd.TrustedProxyHops > 0 {
@@ -76,7 +76,7 @@ func (e extAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 				xff = []string{x}
 			}
 		}
-		return &policy.Attributes{
+		return &spec.Attributes{
 			RemoteAddress: fd.ClientAddress(attrs.GetSource().GetAddress().GetSocketAddress().GetAddress(), xff),
 			Method:        httpReq.GetMethod(),
 			Path:          httpReq.GetPath(),

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/metrics"
-	"github.com/tokengate/tokengate/pkg/policy"
 )
 
 // ForwardAuthPath is where the HTTP port answers forward-auth requests.
@@ -29,7 +29,7 @@ func (f forwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawQuery != "" {
 		domain = r.URL.Query().Get("domain")
 	}
-	v := f.d.decide(ctx, metrics.FrontDoorForwardAuth, domain, func(fd *policy.FrontDoor) *policy.Attributes {
+	v := f.d.decide(ctx, metrics.FrontDoorForwardAuth, domain, func(fd *spec.Door) *spec.Attributes {
 		return attributes(fd, r)
 	})
 	f.d.count(ctx, metrics.FrontDoorForwardAuth, &v)
@@ -70,19 +70,19 @@ func (f forwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //   - x-original: X-Original-Method, and X-Original-URL
 //     (scheme://host/path?query, ingress-nginx) or else X-Original-URI with
 //     the Host header and X-Scheme (nginx auth_request set up by hand).
-func attributes(fd *policy.FrontDoor, r *http.Request) *policy.Attributes {
+func attributes(fd *spec.Door, r *http.Request) *spec.Attributes {
 	h := r.Header
-	a := &policy.Attributes{Headers: httpHeaders(h)}
+	a := &spec.Attributes{Headers: httpHeaders(h)}
 	var xff []string
 	if fd.TrustedProxyHops > 0 {
 		xff = h.Values("X-Forwarded-For")
 	}
 	a.RemoteAddress = fd.ClientAddress(r.RemoteAddr, xff)
 	switch fd.OriginalRequest {
-	case policy.OriginalXForwarded:
+	case spec.OriginalXForwarded:
 		a.Method, a.Path = h.Get("X-Forwarded-Method"), h.Get("X-Forwarded-Uri")
 		a.Host, a.Scheme = h.Get("X-Forwarded-Host"), h.Get("X-Forwarded-Proto")
-	case policy.OriginalXOriginal:
+	case spec.OriginalXOriginal:
 		a.Method = h.Get("X-Original-Method")
 		if u := h.Get("X-Original-URL"); u != "" {
 			a.Scheme, a.Host, a.Path = splitURL(u)

@@ -5,7 +5,7 @@
 // forward_auth, ingress-nginx auth-url, nginx auth_request, HAProxy and
 // oauth2-proxy style setups).
 //
-// Each request is described by policy.Attributes (client address, method,
+// Each request is described by spec.Attributes (client address, method,
 // path, host, scheme, headers); the policy's front_doors section turns them
 // into descriptors of one domain, and service.Decide decides them exactly
 // as ShouldRateLimit would: one bucket store call, all or nothing. The
@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/service"
@@ -103,7 +104,7 @@ var errNotConfigured = errors.New("not configured")
 // decide turns a request into descriptors and decides them. attrs builds
 // the request's attributes once the front door (and so its trusted hops)
 // is known.
-func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*policy.FrontDoor) *policy.Attributes) verdict {
+func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spec.Door) *spec.Attributes) verdict {
 	fd := d.opts.Policy().FrontDoor(door)
 	if fd == nil {
 		return verdict{result: metrics.FrontDoorError, err: fmt.Errorf("%w: the policy has no front_doors.%s section", errNotConfigured, door)}
@@ -115,26 +116,26 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*pol
 		}
 		return verdict{result: metrics.FrontDoorBadRequest, err: fmt.Errorf("front door %s does not serve domain %q (it serves %v)", door, domain, fd.Domains())}
 	}
-	v := verdict{domain: fdd.Domain}
+	v := verdict{domain: fdd.Name}
 	a := attrs(fd)
 	// The descriptors and their entries live in a few arrays allocated
 	// once, sized for every descriptor the domain can build.
 	total := 0
-	for _, spec := range fdd.Descriptors {
-		total += len(spec.Actions)
+	for _, ds := range fdd.Descriptors {
+		total += len(ds.Actions)
 	}
 	descs := make([]*ratelimitv3.RateLimitDescriptor, 0, len(fdd.Descriptors))
 	descArr := make([]ratelimitv3.RateLimitDescriptor, len(fdd.Descriptors))
 	entryArr := make([]ratelimitv3.RateLimitDescriptor_Entry, total)
 	entryPtrs := make([]*ratelimitv3.RateLimitDescriptor_Entry, total)
-	entries := make([]policy.Entry, 0, total)
-	for _, spec := range fdd.Descriptors {
+	entries := make([]spec.Entry, 0, total)
+	for _, ds := range fdd.Descriptors {
 		var missing string
-		entries, missing = spec.Build(a, entries[:0])
+		entries, missing = ds.Build(a, entries[:0])
 		if missing != "" {
 			continue
 		}
-		cost, hasCost, err := spec.HitsAddend(a)
+		cost, hasCost, err := ds.HitsAddend(a)
 		if err != nil {
 			v.result, v.reason = metrics.FrontDoorRefused, err.Error()
 			v.headers = []header{{"X-Tokengate-Reason", v.reason}}
@@ -156,7 +157,7 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*pol
 		v.result, v.allowed = metrics.FrontDoorNoDescriptors, true
 		return v
 	}
-	dec, err := d.opts.Service.Decide(ctx, fdd.Domain, descs, 0)
+	dec, err := d.opts.Service.Decide(ctx, fdd.Name, descs, 0)
 	if err != nil {
 		return verdict{result: metrics.FrontDoorBadRequest, err: err}
 	}

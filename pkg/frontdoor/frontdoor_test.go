@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/service"
@@ -249,11 +250,11 @@ func TestAttributes(t *testing.T) {
 	r.Header.Set("X-Forwarded-Proto", "https")
 	r.Header.Set("X-Original-URI", "/orig")
 	r.Header.Set("X-Scheme", "http")
-	fwd := &policy.FrontDoor{OriginalRequest: policy.OriginalXForwarded}
+	fwd := &spec.Door{OriginalRequest: spec.OriginalXForwarded}
 	if a := attributes(fwd, r); a.Method != "DELETE" || a.Path != "/a?b" || a.Host != "h.example" || a.Scheme != "https" || a.RemoteAddress != "::1" {
 		t.Errorf("x-forwarded: %+v", a)
 	}
-	orig := &policy.FrontDoor{OriginalRequest: policy.OriginalXOriginal}
+	orig := &spec.Door{OriginalRequest: spec.OriginalXOriginal}
 	if a := attributes(orig, r); a.Method != "" || a.Path != "/orig" || a.Host != "tokengate:8080" || a.Scheme != "http" {
 		t.Errorf("x-original without URL: %+v", a)
 	}

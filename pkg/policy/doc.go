@@ -24,25 +24,11 @@
 //	      match: [{key: path, value: /healthz}]
 //	      unlimited: true
 //
-//	front_doors:                 # optional: requests that arrive without descriptors
-//	  ext_authz:                 # Envoy's ext_authz filter (gRPC Check)
-//	    trusted_proxy_hops: 0    # 0: the client is the direct peer (see ClientAddress)
-//	    domains:
-//	      edge:                  # each descriptor: its actions, in order
-//	        - actions: [{remote_address: {}}]
-//	        - actions:
-//	            - request_headers: {header_name: x-user-id, descriptor_key: user_id}
-//	            - path: {strip_query: true}       # descriptor_key defaults to the action name
-//	          hits_addend: {request_header: x-cost}
-//	  forward_auth:              # HTTP /v1/check (Traefik, Caddy, ingress-nginx)
-//	    trusted_proxy_hops: 1    # the ingress appends the client to X-Forwarded-For
-//	    original_request: x-forwarded   # or x-original (ingress-nginx)
-//	    domains: {edge: [{actions: [{method: {}}, {host: {}}]}]}
+//	front_doors:                 # optional: see package spec (pkg/frontdoor/spec)
 //
-// Front-door actions are remote_address, request_headers (header_name,
-// descriptor_key, skip_if_absent), path (strip_query), method, host, scheme
-// and generic_key (descriptor_value); a descriptor one of whose actions
-// finds nothing is not sent, as in Envoy.
+// The front_doors section, how requests that arrive without descriptors
+// (ext_authz, forward-auth) become descriptors, is compiled by package
+// spec while the file is read; Policy.FrontDoor returns the result.
 //
 // A descriptor matches a rule when it has exactly the rule's entries, in
 // order, with equal keys and accepted values; the first matching rule of

@@ -17,7 +17,7 @@ func (p *Policy) Summary() string {
 	}
 	doors := ""
 	for _, fd := range p.FrontDoors() {
-		doors += fmt.Sprintf(", front door %s (%s)", fd.Name, strings.Join(fd.names, ", "))
+		doors += fmt.Sprintf(", front door %s (%s)", fd.Name, strings.Join(fd.Domains(), ", "))
 	}
 	return fmt.Sprintf("%s: OK: revision %d, %s (%s)%s, sha256 %s",
 		p.name, p.revision, plural(len(p.names), "domain"), strings.Join(parts, ", "), doors, p.SHA256())

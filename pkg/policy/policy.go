@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 )
 
 // Policy is one compiled policy file. It is immutable once compiled and safe
@@ -21,7 +22,7 @@ type Policy struct {
 	requestIDKey string
 	domains      map[string]*domain
 	names        []string // domain names, sorted
-	frontDoors   map[string]*FrontDoor
+	frontDoors   map[string]*spec.Door
 	warnings     []*Issue
 	removed      []*bucket.Lineage // rules of the previous policy that are gone
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
@@ -44,19 +45,19 @@ func frontDoorsView(p *policy.Policy) map[string]frontDoorView {
 	return out
 }
 
-func actionString(a policy.Action) string {
+func actionString(a spec.Action) string {
 	what := ""
 	switch a.Kind {
-	case policy.ActionRequestHeader:
+	case spec.ActionRequestHeader:
 		what = a.Header
 		if a.SkipIfAbsent {
 			what += ", skip_if_absent"
 		}
-	case policy.ActionPath:
+	case spec.ActionPath:
 		if a.StripQuery {
 			what = "strip_query"
 		}
-	case policy.ActionGenericKey:
+	case spec.ActionGenericKey:
 		what = "\"" + a.Value + "\""
 	}
 	return a.Kind.String() + "(" + what + ") -> " + a.Key

@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
@@ -38,7 +39,7 @@ func TestIngressExamples(t *testing.T) {
 		for _, w := range p.Warnings() {
 			t.Errorf("warning: %v", w)
 		}
-		fd := p.FrontDoor(policy.FrontDoorForwardAuth)
+		fd := p.FrontDoor(spec.ForwardAuth)
 		if fd == nil || fd.OriginalRequest.String() != c.original || fd.TrustedProxyHops != 1 || fd.Domain("edge") == nil {
 			t.Errorf("%s: forward_auth %+v", c.dir, fd)
 		}

@@ -1,12 +1,15 @@
-package policy
+package spec_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
+	"github.com/tokengate/tokengate/pkg/policy"
 )
 
-const frontDoorPolicy = `request_id_key: request_id
+const testPolicy = `request_id_key: request_id
 domains:
   edge:
     - name: per-client
@@ -56,25 +59,25 @@ type headers map[string]string
 
 func (h headers) Header(name string) (string, bool) { v, ok := h[name]; return v, ok }
 
-func TestFrontDoorParse(t *testing.T) {
-	p, err := Parse("p.yaml", []byte(frontDoorPolicy))
+func TestParse(t *testing.T) {
+	p, err := policy.Parse("p.yaml", []byte(testPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Warnings()) != 0 {
 		t.Fatalf("warnings: %v", p.Warnings())
 	}
-	ea := p.FrontDoor(FrontDoorExtAuthz)
-	if ea == nil || ea.TrustedProxyHops != 0 || ea.OriginalRequest != OriginalUnset || ea.Domain("") == nil {
+	ea := p.FrontDoor(spec.ExtAuthz)
+	if ea == nil || ea.TrustedProxyHops != 0 || ea.OriginalRequest != spec.OriginalUnset || ea.Domain("") == nil {
 		t.Fatalf("ext_authz: %+v", ea)
 	}
 	d := ea.Domain("edge").Descriptors
 	if len(d) != 4 || d[1].Actions[0].Header != "x-user-id" || d[1].Actions[0].Key != "user_id" ||
-		d[1].Actions[1].Key != "path" || !d[1].Actions[1].StripQuery || d[2].HitsAddendHeader != "x-cost" || d[2].Actions[1].Kind != ActionMethod {
+		d[1].Actions[1].Key != "path" || !d[1].Actions[1].StripQuery || d[2].HitsAddendHeader != "x-cost" || d[2].Actions[1].Kind != spec.ActionMethod {
 		t.Fatalf("ext_authz descriptors: %+v %+v %+v", d[1], d[1].Actions, d[2])
 	}
-	fa := p.FrontDoor(FrontDoorForwardAuth)
-	if fa.TrustedProxyHops != 1 || fa.OriginalRequest != OriginalXOriginal || fa.Domain("") != nil || fa.Domain("other") == nil {
+	fa := p.FrontDoor(spec.ForwardAuth)
+	if fa.TrustedProxyHops != 1 || fa.OriginalRequest != spec.OriginalXOriginal || fa.Domain("") != nil || fa.Domain("other") == nil {
 		t.Fatalf("forward_auth: %+v", fa)
 	}
 	if got := len(p.FrontDoors()); got != 2 {
@@ -82,15 +85,15 @@ func TestFrontDoorParse(t *testing.T) {
 	}
 }
 
-func TestFrontDoorBuild(t *testing.T) {
-	p, err := Parse("p.yaml", []byte(frontDoorPolicy))
+func TestBuild(t *testing.T) {
+	p, err := policy.Parse("p.yaml", []byte(testPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := p.FrontDoor(FrontDoorExtAuthz).Domain("edge").Descriptors
-	a := &Attributes{RemoteAddress: "10.0.0.1", Method: "POST", Path: "/api/x?q=1", Headers: headers{"x-user-id": "alice", "x-cost": " 7 "}}
+	d := p.FrontDoor(spec.ExtAuthz).Domain("edge").Descriptors
+	a := &spec.Attributes{RemoteAddress: "10.0.0.1", Method: "POST", Path: "/api/x?q=1", Headers: headers{"x-user-id": "alice", "x-cost": " 7 "}}
 	for _, c := range []struct {
-		spec    *DescriptorSpec
+		spec    *spec.Descriptor
 		want    string
 		missing string
 	}{
@@ -110,56 +113,28 @@ func TestFrontDoorBuild(t *testing.T) {
 	if _, ok, err := d[1].HitsAddend(a); ok || err != nil {
 		t.Errorf("no cost header: %v %v", ok, err)
 	}
-	var ce *CostError
-	if _, _, err := d[2].HitsAddend(&Attributes{Headers: headers{"x-cost": "-1"}}); !errors.As(err, &ce) {
+	var ce *spec.CostError
+	if _, _, err := d[2].HitsAddend(&spec.Attributes{Headers: headers{"x-cost": "-1"}}); !errors.As(err, &ce) {
 		t.Errorf("negative cost: %v", err)
 	}
 	// Nothing known: every descriptor but the constant one is skipped.
-	empty := &Attributes{}
+	empty := &spec.Attributes{}
 	if _, missing := d[0].Build(empty, nil); missing != "remote address" {
 		t.Errorf("no address: %q", missing)
 	}
 	if _, missing := d[2].Build(empty, nil); missing != "method" {
 		t.Errorf("no method: %q", missing)
 	}
-	skip := &DescriptorSpec{Actions: []Action{
-		{Kind: ActionRequestHeader, Key: "a", Header: "a", SkipIfAbsent: true},
-		{Kind: ActionGenericKey, Key: "k", Value: "v"},
+	skip := &spec.Descriptor{Actions: []spec.Action{
+		{Kind: spec.ActionRequestHeader, Key: "a", Header: "a", SkipIfAbsent: true},
+		{Kind: spec.ActionGenericKey, Key: "k", Value: "v"},
 	}}
-	if e, missing := skip.Build(empty, []Entry{{Key: "keep"}}); formatEntries(e) != "keep=, k=v" || missing != "" {
+	if e, missing := skip.Build(empty, []spec.Entry{{Key: "keep"}}); formatEntries(e) != "keep=, k=v" || missing != "" {
 		t.Errorf("skip_if_absent: %q %q", formatEntries(e), missing)
 	}
 }
 
-func TestClientAddress(t *testing.T) {
-	for _, c := range []struct {
-		hops int
-		peer string
-		xff  []string
-		want string
-	}{
-		{0, "10.0.0.9:5555", []string{"1.1.1.1"}, "10.0.0.9"},
-		{1, "10.0.0.9:5555", nil, "10.0.0.9"},
-		{1, "10.0.0.9", []string{"6.6.6.6, 1.1.1.1"}, "1.1.1.1"},
-		{1, "10.0.0.9", []string{"6.6.6.6", "1.1.1.1"}, "1.1.1.1"},
-		{2, "10.0.0.9", []string{"6.6.6.6, 1.1.1.1, 10.0.0.8"}, "1.1.1.1"},
-		{3, "10.0.0.9", []string{"1.1.1.1, 10.0.0.8"}, "10.0.0.9"},           // too short: the peer
-		{1, "10.0.0.9", []string{"1.1.1.1, 10.0.0.9"}, "1.1.1.1"},            // Envoy appended its peer
-		{1, "[::ffff:10.0.0.9]:80", []string{" 1.1.1.1:443 , ,"}, "1.1.1.1"}, // ports, blanks
-		{1, "::1", []string{"2001:DB8::1"}, "2001:db8::1"},                   // canonical
-		{1, "::1", []string{"unknown"}, "unknown"},                           // kept as is
-		{1, "10.0.0.9", []string{"::ffff:1.2.3.4"}, "1.2.3.4"},               // unmapped
-		{2, "10.0.0.9", []string{"1.1.1.1, 10.0.0.9, 10.0.0.9"}, "1.1.1.1"},  // only the rightmost is dropped
-		{1, "10.0.0.9", []string{strings.Repeat("9.9.9.9,", 100) + "1.1.1.1"}, "1.1.1.1"},
-	} {
-		fd := &FrontDoor{TrustedProxyHops: c.hops}
-		if got := fd.ClientAddress(c.peer, c.xff); got != c.want {
-			t.Errorf("hops %d peer %q xff %q: %q, want %q", c.hops, c.peer, c.xff, got, c.want)
-		}
-	}
-}
-
-func TestFrontDoorErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	bad := `domains:
   edge:
     - name: r
@@ -187,8 +162,8 @@ front_doors:
   grpc:
     domains: {}
 `
-	_, err := Parse("bad.yaml", []byte(bad))
-	var errs Errors
+	_, err := policy.Parse("bad.yaml", []byte(bad))
+	var errs policy.Errors
 	if !errors.As(err, &errs) {
 		t.Fatalf("got %v", err)
 	}
@@ -222,15 +197,15 @@ front_doors:
 		t.Errorf("%d issues, want %d:\n%s", len(got), len(want), err)
 	}
 	// A repeated descriptor key is refused on its own.
-	dup := strings.Replace(frontDoorPolicy, "- method:\n", "- method:\n            - method: {}\n", 1)
-	if _, err := Parse("dup.yaml", []byte(dup)); err == nil || !strings.Contains(err.Error(), `descriptor_key "method" repeated`) {
+	dup := strings.Replace(testPolicy, "- method:\n", "- method:\n            - method: {}\n", 1)
+	if _, err := policy.Parse("dup.yaml", []byte(dup)); err == nil || !strings.Contains(err.Error(), `descriptor_key "method" repeated`) {
 		t.Errorf("repeated key: %v", err)
 	}
 }
 
-func TestFrontDoorWarnings(t *testing.T) {
-	src := strings.Replace(frontDoorPolicy, "- path: {strip_query: true}", "- path: {descriptor_key: route}", 1)
-	p, err := Parse("w.yaml", []byte(src))
+func TestParseWarnings(t *testing.T) {
+	src := strings.Replace(testPolicy, "- path: {strip_query: true}", "- path: {descriptor_key: route}", 1)
+	p, err := policy.Parse("w.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,41 +215,10 @@ func TestFrontDoorWarnings(t *testing.T) {
 	}
 }
 
-func TestExplainFrontDoor(t *testing.T) {
-	p, err := Parse("p.yaml", []byte(frontDoorPolicy))
-	if err != nil {
-		t.Fatal(err)
+func formatEntries(entries []spec.Entry) string {
+	parts := make([]string, len(entries))
+	for i, e := range entries {
+		parts[i] = e.Key + "=" + e.Value
 	}
-	a := &Attributes{RemoteAddress: "10.0.0.1", Path: "/api/x", Headers: headers{"x-user-id": "alice", "x-cost": "abc"}}
-	e, err := p.ExplainFrontDoor(FrontDoorExtAuthz, "", a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := e.String()
-	for _, want := range []string{
-		`front door ext_authz (p.yaml:23), domain "edge", trusted_proxy_hops 0`,
-		"descriptor 1 (p.yaml:26): remote_address=10.0.0.1\n  matches rule \"per-client\" (p.yaml:4)",
-		"descriptor 2 (p.yaml:28): user_id=alice, path=/api/x\n  matches rule \"per-user-path\"",
-		"descriptor 3 (p.yaml:31): skipped: the request has no method",
-		"descriptor 4 (p.yaml:35): skipped: the request has no header x-request-id",
-	} {
-		if !strings.Contains(s, want) {
-			t.Errorf("missing %q in:\n%s", want, s)
-		}
-	}
-	a.Method = "PUT"
-	e, _ = p.ExplainFrontDoor(FrontDoorExtAuthz, "edge", a)
-	if s := e.String(); !strings.Contains(s, `refused: cost header x-cost: "abc" is not a whole number`) {
-		t.Errorf("cost error not shown:\n%s", s)
-	}
-	if _, err := p.ExplainFrontDoor(FrontDoorForwardAuth, "", a); err == nil || !strings.Contains(err.Error(), "several domains (edge, other)") {
-		t.Errorf("ambiguous domain: %v", err)
-	}
-	if _, err := p.ExplainFrontDoor(FrontDoorForwardAuth, "internal", a); err == nil {
-		t.Error("unknown domain explained")
-	}
-	e, _ = p.ExplainFrontDoor(FrontDoorForwardAuth, "other", &Attributes{})
-	if s := e.String(); !strings.Contains(s, "original request from x-original headers") || !strings.Contains(s, "no descriptor applies") {
-		t.Errorf("nothing applies:\n%s", s)
-	}
+	return strings.Join(parts, ", ")
 }
