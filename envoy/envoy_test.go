@@ -103,27 +103,30 @@ func TestEnvoyYAML(t *testing.T) {
 	checkRequestIDs(t, pol, ds)
 	checkPathValues(t, ds)
 
-	// The cost header rides on the per-user descriptor, and defaults to 1
-	// so that a request without it keeps its per-user limit.
+	// The cost header rides on the per-user descriptor, and every request
+	// enters with x-cost: 1, the client's own replaced, so that a request
+	// keeps its per-user limit (Envoy drops a descriptor whose hits_addend
+	// is missing) and a client cannot choose its cost (cost_test.go).
 	if !slices.ContainsFunc(ds, func(d descriptor) bool {
 		return d.cost == "%REQ(x-cost)%" && pol.Match(d.domain, d.entries).Name == "per-user"
 	}) {
 		t.Error("no per-user descriptor costs %REQ(x-cost)%")
 	}
-	if !hasDefaultHeader(t, hcm, "x-cost", "1") {
-		t.Error("x-cost has no default")
+	if !setsHeader(t, hcm, "x-cost", "1") {
+		t.Error("x-cost is not set to 1 before the filters, whatever the client sent")
 	}
 }
 
-// hasDefaultHeader: an early header mutation adds the header when absent.
-func hasDefaultHeader(t *testing.T, hcm *hcmv3.HttpConnectionManager, key, value string) bool {
+// setsHeader: an early header mutation sets the header to value, replacing
+// any the client sent.
+func setsHeader(t *testing.T, hcm *hcmv3.HttpConnectionManager, key, value string) bool {
 	t.Helper()
 	for _, ext := range hcm.GetEarlyHeaderMutationExtensions() {
 		hm := unpack[*headermutationv3.HeaderMutation](t, ext.GetTypedConfig())
 		for _, m := range hm.GetMutations() {
 			a := m.GetAppend()
 			if a.GetHeader().GetKey() == key && a.GetHeader().GetValue() == value &&
-				a.GetAppendAction() == corev3.HeaderValueOption_ADD_IF_ABSENT {
+				a.GetAppendAction() == corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD {
 				return true
 			}
 		}

@@ -41,6 +41,13 @@ func yamlDocs(t *testing.T, file string) []map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decodeDocs(t, file, data)
+}
+
+// decodeDocs reads the YAML documents of data (named name in messages)
+// as yamlDocs does.
+func decodeDocs(t *testing.T, name string, data []byte) []map[string]any {
+	t.Helper()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var docs []map[string]any
 	for {
@@ -50,7 +57,7 @@ func yamlDocs(t *testing.T, file string) []map[string]any {
 			return docs
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", file, err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		if doc != nil {
 			docs = append(docs, doc)
