@@ -38,7 +38,7 @@ func explain(args []string, stdout io.Writer) error {
 	var a spec.Attributes
 	fs.StringVar(&a.RemoteAddress, "remote-address", "", "with --front-door: the client address (after trusted_proxy_hops)")
 	fs.StringVar(&a.Method, "method", "", "with --front-door: the request method")
-	fs.StringVar(&a.Path, "path", "", "with --front-door: the request path and query")
+	fs.StringVar(&a.Path, "path", "", "with --front-door: the request path and query, as sent (shown normalised)")
 	fs.StringVar(&a.Host, "host", "", "with --front-door: the request host")
 	fs.StringVar(&a.Scheme, "scheme", "", "with --front-door: http or https")
 	headers := fs.StringArray("header", nil, "with --front-door: a request header, Name=value (repeatable)")

@@ -11,10 +11,13 @@ import (
 // Explanation is what Explain found: the descriptors a front door builds
 // for a request and the rule each one hits.
 type Explanation struct {
-	Policy     *policy.Policy
-	Door       *spec.Door
-	Domain     *spec.Domain
+	Policy *policy.Policy
+	Door   *spec.Door
+	Domain *spec.Domain
+	// Attributes are the request's as the descriptors read them, its path
+	// normalised (spec.Door.Target); SentPath is the path as sent.
 	Attributes *spec.Attributes
+	SentPath   string
 	Items      []ExplainedDescriptor
 }
 
@@ -47,7 +50,10 @@ func Explain(p *policy.Policy, door, domain string, a *spec.Attributes) (*Explan
 		}
 		return nil, fmt.Errorf("front door %s does not serve domain %q (it serves %s)", door, domain, strings.Join(fd.Domains(), ", "))
 	}
-	e := &Explanation{Policy: p, Door: fd, Domain: d, Attributes: a}
+	sent, target := a.Path, *a
+	target.Path = fd.Target(sent)
+	a = &target
+	e := &Explanation{Policy: p, Door: fd, Domain: d, Attributes: a, SentPath: sent}
 	for _, ds := range d.Descriptors {
 		it := ExplainedDescriptor{Spec: ds}
 		entries, missing := ds.Build(a, nil)
@@ -79,8 +85,12 @@ func (e *Explanation) String() string {
 		fmt.Fprintf(&b, ", original request from %s headers", fd.OriginalRequest)
 	}
 	a := e.Attributes
+	path := orDash(a.Path)
+	if e.SentPath != a.Path {
+		path += fmt.Sprintf(" (normalised from %q)", e.SentPath)
+	}
 	fmt.Fprintf(&b, "\nrequest: remote_address=%s method=%s path=%s host=%s scheme=%s\n",
-		orDash(a.RemoteAddress), orDash(a.Method), orDash(a.Path), orDash(a.Host), orDash(a.Scheme))
+		orDash(a.RemoteAddress), orDash(a.Method), path, orDash(a.Host), orDash(a.Scheme))
 	sent := 0
 	for i, it := range e.Items {
 		fmt.Fprintf(&b, "\ndescriptor %d (%s:%d): ", i+1, e.Policy.Name(), it.Spec.Line)

@@ -1,6 +1,7 @@
 package frontdoor
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -64,5 +65,60 @@ func TestExplain(t *testing.T) {
 	}
 	if _, err := Explain(none, spec.ExtAuthz, "", a); err == nil || !strings.Contains(err.Error(), "no front_doors.ext_authz section") {
 		t.Errorf("no section: %v", err)
+	}
+}
+
+// TestLoginSpellingsShareABucket: with config/examples/front-doors.yaml,
+// every spelling of /login that a backend serves as /login hits the
+// login-per-client rule with the bucket key of /login, through both doors;
+// explain shows the path as normalised. With normalize_path: false they
+// are paths of their own again.
+func TestLoginSpellingsShareABucket(t *testing.T) {
+	data, err := os.ReadFile("../../config/examples/front-doors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(t *testing.T, p *policy.Policy, door, path string) string {
+		t.Helper()
+		e, err := Explain(p, door, "", &spec.Attributes{RemoteAddress: "198.51.100.7", Method: "POST", Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range e.Items {
+			if it.Explanation != nil && it.Rule != nil && it.Rule.Name == "login-per-client" {
+				return string(it.Key)
+			}
+		}
+		return ""
+	}
+	p, err := policy.Parse("front-doors.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, door := range []string{spec.ExtAuthz, spec.ForwardAuth} {
+		want := key(t, p, door, "/login")
+		if want == "" {
+			t.Fatalf("%s: /login does not hit login-per-client", door)
+		}
+		for _, path := range []string{"//login", "/./login", "/%6cogin", "/api/../login", "/login;jsessionid=1",
+			"/%2e%2e/login?next=/", `\login`, "/a/./../login"} {
+			if got := key(t, p, door, path); got != want {
+				t.Errorf("%s %q: bucket key %q, want %q (/login's)", door, path, got, want)
+			}
+		}
+	}
+	e, _ := Explain(p, spec.ForwardAuth, "", &spec.Attributes{Path: "/api/../login?next=//x"})
+	if s := e.String(); !strings.Contains(s, ` path=/login?next=//x (normalised from "/api/../login?next=//x") `) {
+		t.Errorf("normalised path not shown:\n%s", s)
+	}
+	raw, err := policy.Parse("front-doors.yaml", []byte(strings.Replace(string(data), "    trusted_proxy_hops: 1\n", "    trusted_proxy_hops: 1\n    normalize_path: false\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := key(t, raw, spec.ForwardAuth, "//login"); got != "" {
+		t.Errorf("normalize_path: false: //login hit login-per-client (%q)", got)
+	}
+	if got := key(t, raw, spec.ExtAuthz, "//login"); got == "" {
+		t.Error("normalize_path: false on forward_auth turned it off for ext_authz")
 	}
 }

@@ -118,6 +118,7 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 	}
 	v := verdict{domain: fdd.Name}
 	a := attrs(fd)
+	a.Path = fd.Target(a.Path)
 	// The descriptors and their entries live in a few arrays allocated
 	// once, sized for every descriptor the domain can build.
 	total := 0

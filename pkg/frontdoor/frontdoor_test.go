@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -285,4 +286,18 @@ type okServer struct {
 
 func (okServer) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, nil
+}
+
+// TestCheckNormalisesPath: ext_authz reads the path normalised, so
+// spellings of /api/x share alice's per-user bucket.
+func TestCheckNormalisesPath(t *testing.T) {
+	f := newFixture(t, testPolicy)
+	ea := f.doors.ExtAuthz()
+	for i, path := range []string{"/api/x", "//api/x", "/api/./x?q=1", "/api/%78", "/api/y/../x"} {
+		resp, err := ea.Check(context.Background(), checkRequest("10.0.1."+strconv.Itoa(i), map[string]string{"x-user": "alice"}, path, nil))
+		want := `"per-client";r=1;t=1, "per-user";r=` + strconv.Itoa(9-i) + `;t=` + strconv.Itoa(i+1)
+		if err != nil || headerOf(resp.GetOkResponse().GetResponseHeadersToAdd(), "ratelimit") != want {
+			t.Fatalf("%s: %v %v, want RateLimit %s", path, resp, err, want)
+		}
+	}
 }

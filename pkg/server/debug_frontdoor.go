@@ -10,6 +10,7 @@ type frontDoorView struct {
 	TrustedProxyHops int                         `json:"trusted_proxy_hops"`
 	OriginalRequest  string                      `json:"original_request,omitempty"`
 	DefaultDomain    string                      `json:"default_domain,omitempty"`
+	NormalizePath    bool                        `json:"normalize_path"`
 	Domains          map[string][]descriptorView `json:"domains"`
 }
 
@@ -30,7 +31,7 @@ func frontDoorsView(p *policy.Policy) map[string]frontDoorView {
 	out := make(map[string]frontDoorView, len(fds))
 	for _, fd := range fds {
 		v := frontDoorView{TrustedProxyHops: fd.TrustedProxyHops, OriginalRequest: fd.OriginalRequest.String(),
-			DefaultDomain: fd.DefaultDomain, Domains: map[string][]descriptorView{}}
+			DefaultDomain: fd.DefaultDomain, NormalizePath: fd.NormalizePath, Domains: map[string][]descriptorView{}}
 		for _, name := range fd.Domains() {
 			for _, d := range fd.Domain(name).Descriptors {
 				dv := descriptorView{Line: d.Line, HitsAddend: d.HitsAddendHeader}

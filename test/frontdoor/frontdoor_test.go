@@ -318,6 +318,7 @@ func TestDebugPolicyShowsFrontDoors(t *testing.T) {
 		FrontDoors map[string]struct {
 			TrustedProxyHops int    `json:"trusted_proxy_hops"`
 			OriginalRequest  string `json:"original_request"`
+			NormalizePath    bool   `json:"normalize_path"`
 			Domains          map[string][]struct {
 				Actions    []string `json:"actions"`
 				HitsAddend string   `json:"hits_addend_header"`
@@ -329,7 +330,7 @@ func TestDebugPolicyShowsFrontDoors(t *testing.T) {
 		t.Fatal(err)
 	}
 	fa := v.FrontDoors["forward_auth"]
-	if fa.TrustedProxyHops != 2 || fa.OriginalRequest != "x-original" || len(fa.Domains["edge"]) != 3 ||
+	if fa.TrustedProxyHops != 2 || fa.OriginalRequest != "x-original" || !fa.NormalizePath || len(fa.Domains["edge"]) != 3 ||
 		fa.Domains["edge"][2].Actions[1] != "path(strip_query) -> path" || fa.Domains["edge"][2].HitsAddend != "x-upload-size" {
 		t.Fatalf("front doors: %+v", v.FrontDoors)
 	}

@@ -10,6 +10,7 @@
 //	  ext_authz:                 # Envoy's ext_authz filter (gRPC Check)
 //	    trusted_proxy_hops: 0    # 0: the client is the direct peer (see Door.ClientAddress)
 //	    default_domain: edge     # optional: for requests that name no domain
+//	    normalize_path: true     # default: descriptors read the path normalised (NormalizePath)
 //	    domains:
 //	      edge:                  # each descriptor: its actions, in order
 //	        - actions: [{remote_address: {}}]
@@ -28,6 +29,10 @@
 // generic_key (descriptor_value), and a header as the descriptor's
 // hits_addend. A descriptor one of whose actions finds nothing (a missing
 // header) is not sent, as in Envoy.
+//
+// Every value of a descriptor is part of its bucket key, so a door reads
+// the request's path normalised (Door.Target, NormalizePath): the ways of
+// spelling one path a backend serves as one resource are one value.
 //
 // Package policy imports this one, so this one knows the rest of the file
 // only through the Reader and Rules it is given.

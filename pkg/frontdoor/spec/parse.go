@@ -57,7 +57,7 @@ type Rules interface {
 }
 
 var (
-	doorFields       = []string{"trusted_proxy_hops", "original_request", "default_domain", "domains"}
+	doorFields       = []string{"trusted_proxy_hops", "original_request", "default_domain", "normalize_path", "domains"}
 	descriptorFields = []string{"actions", "hits_addend"}
 	hitsAddendFields = []string{"request_header"}
 	actionFields     = map[string][]string{
@@ -109,6 +109,7 @@ func (p parser) door(name string, n *yaml.Node) *Door {
 		return nil
 	}
 	d := &Door{Name: name, Line: n.Line, domains: map[string]*Domain{}}
+	d.NormalizePath = p.flag(f, path, "normalize_path", true)
 	if v := f["trusted_proxy_hops"]; v != nil {
 		hops, err := r.Integer(v)
 		if err == nil && (hops < 0 || hops > MaxTrustedProxyHops) {
@@ -306,9 +307,9 @@ func (p parser) action(path string, n *yaml.Node) (Action, bool) {
 		} else {
 			ac.Header = h
 		}
-		ac.SkipIfAbsent = p.flag(f, path, "skip_if_absent")
+		ac.SkipIfAbsent = p.flag(f, path, "skip_if_absent", false)
 	case ActionPath:
-		ac.StripQuery = p.flag(f, path, "strip_query")
+		ac.StripQuery = p.flag(f, path, "strip_query", false)
 	case ActionGenericKey:
 		if v := f["descriptor_value"]; v == nil {
 			r.Fail(on, path+".descriptor_value", errors.New("missing"))
@@ -321,10 +322,11 @@ func (p parser) action(path string, n *yaml.Node) (Action, bool) {
 	return ac, r.Failures() == before
 }
 
-func (p parser) flag(f map[string]*yaml.Node, path, field string) bool {
+// flag reads a boolean field; def when it is absent.
+func (p parser) flag(f map[string]*yaml.Node, path, field string, def bool) bool {
 	v := f[field]
 	if v == nil {
-		return false
+		return def
 	}
 	b, err := p.r.Boolean(v)
 	if err != nil {

@@ -30,6 +30,9 @@ type Door struct {
 	// DefaultDomain serves requests that name no domain; "" when the front
 	// door has one domain (that one) or requires requests to name one.
 	DefaultDomain string
+	// NormalizePath is normalize_path (default true): descriptors read the
+	// request's path normalised (see Target).
+	NormalizePath bool
 	domains       map[string]*Domain
 	names         []string // in file order
 }
@@ -143,7 +146,8 @@ type Attributes struct {
 	// RemoteAddress is the client address (ClientAddress); "" if unknown.
 	RemoteAddress string
 	Method        string
-	// Path is the request target: path and query, as the client sent it.
+	// Path is the request target, path and query: as the client sent it,
+	// then as Door.Target makes it before descriptors are built.
 	Path   string
 	Host   string
 	Scheme string

@@ -83,6 +83,24 @@ func TestParse(t *testing.T) {
 	if got := len(p.FrontDoors()); got != 2 {
 		t.Fatalf("%d front doors", got)
 	}
+	if !ea.NormalizePath || !fa.NormalizePath {
+		t.Fatal("normalize_path is not on by default")
+	}
+}
+
+func TestParseNormalizePath(t *testing.T) {
+	src := strings.Replace(testPolicy, "    trusted_proxy_hops: 1\n", "    trusted_proxy_hops: 1\n    normalize_path: false\n", 1)
+	p, err := policy.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.FrontDoor(spec.ForwardAuth).NormalizePath || !p.FrontDoor(spec.ExtAuthz).NormalizePath {
+		t.Error("normalize_path: false not read, or read for the wrong door")
+	}
+	_, err = policy.Parse("p.yaml", []byte(strings.Replace(src, "normalize_path: false", "normalize_path: sometimes", 1)))
+	if want := `p.yaml:39: front_doors.forward_auth.normalize_path: want true or false, got "sometimes"`; err == nil || err.Error() != want {
+		t.Errorf("want %q, got %v", want, err)
+	}
 }
 
 func TestBuild(t *testing.T) {
