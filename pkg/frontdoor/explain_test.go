@@ -101,7 +101,7 @@ func TestLoginSpellingsShareABucket(t *testing.T) {
 			t.Fatalf("%s: /login does not hit login-per-client", door)
 		}
 		for _, path := range []string{"//login", "/./login", "/%6cogin", "/api/../login", "/login;jsessionid=1",
-			"/%2e%2e/login?next=/", `\login`, "/a/./../login"} {
+			"/login/", "/LOGIN", "/%2e%2e/login?next=/", `\login`, "/login/."} {
 			if got := key(t, p, door, path); got != want {
 				t.Errorf("%s %q: bucket key %q, want %q (/login's)", door, path, got, want)
 			}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
@@ -21,7 +20,7 @@ type descriptorView struct {
 }
 
 // frontDoorsView describes the policy's front doors; nil when it has none.
-// An action reads as kind(what) -> descriptor_key, e.g.
+// An action reads as spec.Action.String writes it, e.g.
 // "request_headers(x-user-id) -> user_id".
 func frontDoorsView(p *policy.Policy) map[string]frontDoorView {
 	fds := p.FrontDoors()
@@ -36,7 +35,7 @@ func frontDoorsView(p *policy.Policy) map[string]frontDoorView {
 			for _, d := range fd.Domain(name).Descriptors {
 				dv := descriptorView{Line: d.Line, HitsAddend: d.HitsAddendHeader}
 				for _, a := range d.Actions {
-					dv.Actions = append(dv.Actions, actionString(a))
+					dv.Actions = append(dv.Actions, a.String())
 				}
 				v.Domains[name] = append(v.Domains[name], dv)
 			}
@@ -44,22 +43,4 @@ func frontDoorsView(p *policy.Policy) map[string]frontDoorView {
 		out[fd.Name] = v
 	}
 	return out
-}
-
-func actionString(a spec.Action) string {
-	what := ""
-	switch a.Kind {
-	case spec.ActionRequestHeader:
-		what = a.Header
-		if a.SkipIfAbsent {
-			what += ", skip_if_absent"
-		}
-	case spec.ActionPath:
-		if a.StripQuery {
-			what = "strip_query"
-		}
-	case spec.ActionGenericKey:
-		what = "\"" + a.Value + "\""
-	}
-	return a.Kind.String() + "(" + what + ") -> " + a.Key
 }

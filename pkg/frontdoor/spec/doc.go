@@ -16,7 +16,7 @@
 //	        - actions: [{remote_address: {}}]
 //	        - actions:
 //	            - request_headers: {header_name: x-user-id, descriptor_key: user_id}
-//	            - path: {strip_query: true}       # descriptor_key defaults to the action name
+//	            - path: {strip_query: true, strip_trailing_slash: true, lowercase: true}
 //	          hits_addend: {request_header: x-cost}
 //	  forward_auth:              # HTTP /v1/check (Traefik, Caddy, ingress-nginx)
 //	    trusted_proxy_hops: 1    # the ingress appends the client to X-Forwarded-For
@@ -25,10 +25,11 @@
 //
 // The actions are modelled on Envoy's route rate_limits actions:
 // remote_address, request_headers (header_name, descriptor_key,
-// skip_if_absent), path (strip_query), method, host, scheme and
-// generic_key (descriptor_value), and a header as the descriptor's
-// hits_addend. A descriptor one of whose actions finds nothing (a missing
-// header) is not sent, as in Envoy.
+// skip_if_absent), path (strip_query, strip_trailing_slash, lowercase),
+// method, host (lowercase), scheme and generic_key (descriptor_value), and
+// a header as the descriptor's hits_addend; descriptor_key defaults to the
+// action's name. A descriptor one of whose actions finds nothing (a
+// missing header) is not sent, as in Envoy.
 //
 // Every value of a descriptor is part of its bucket key, so a door reads
 // the request's path normalised (Door.Target, NormalizePath): the ways of

@@ -63,9 +63,9 @@ var (
 	actionFields     = map[string][]string{
 		"remote_address":  {"descriptor_key"},
 		"request_headers": {"header_name", "descriptor_key", "skip_if_absent"},
-		"path":            {"descriptor_key", "strip_query"},
+		"path":            {"descriptor_key", "strip_query", "strip_trailing_slash", "lowercase"},
 		"method":          {"descriptor_key"},
-		"host":            {"descriptor_key"},
+		"host":            {"descriptor_key", "lowercase"},
 		"scheme":          {"descriptor_key"},
 		"generic_key":     {"descriptor_value", "descriptor_key"},
 	}
@@ -310,6 +310,10 @@ func (p parser) action(path string, n *yaml.Node) (Action, bool) {
 		ac.SkipIfAbsent = p.flag(f, path, "skip_if_absent", false)
 	case ActionPath:
 		ac.StripQuery = p.flag(f, path, "strip_query", false)
+		ac.StripTrailingSlash = p.flag(f, path, "strip_trailing_slash", false)
+		ac.Lowercase = p.flag(f, path, "lowercase", false)
+	case ActionHost:
+		ac.Lowercase = p.flag(f, path, "lowercase", false)
 	case ActionGenericKey:
 		if v := f["descriptor_value"]; v == nil {
 			r.Fail(on, path+".descriptor_value", errors.New("missing"))

@@ -132,3 +132,29 @@ func TestTarget(t *testing.T) {
 		t.Errorf("normalize_path false: %q", got)
 	}
 }
+
+func TestPathActionOptions(t *testing.T) {
+	for _, c := range []struct {
+		action spec.Action
+		path   string
+		want   string
+	}{
+		{spec.Action{StripQuery: true}, "/a/?x=/B/", "/a/"},
+		{spec.Action{StripTrailingSlash: true}, "/a/?x=/B/", "/a?x=/B/"},
+		{spec.Action{StripTrailingSlash: true}, "/", "/"},
+		{spec.Action{StripTrailingSlash: true}, "//", "/"},
+		{spec.Action{StripTrailingSlash: true, StripQuery: true}, "/a/b//?x", "/a/b"},
+		{spec.Action{Lowercase: true}, "/Login?Next=/A", "/login?Next=/A"},
+		{spec.Action{Lowercase: true, StripTrailingSlash: true, StripQuery: true}, "/API/X/?q", "/api/x"},
+	} {
+		c.action.Kind, c.action.Key = spec.ActionPath, "path"
+		d := &spec.Descriptor{Actions: []spec.Action{c.action}}
+		if e, _ := d.Build(&spec.Attributes{Path: c.path}, nil); len(e) != 1 || e[0].Value != c.want {
+			t.Errorf("%s on %q: %v, want %q", c.action.String(), c.path, e, c.want)
+		}
+	}
+	host := &spec.Descriptor{Actions: []spec.Action{{Kind: spec.ActionHost, Key: "host", Lowercase: true}}}
+	if e, _ := host.Build(&spec.Attributes{Host: "App.Example.COM"}, nil); len(e) != 1 || e[0].Value != "app.example.com" {
+		t.Errorf("host: %v", e)
+	}
+}

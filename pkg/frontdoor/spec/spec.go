@@ -92,8 +92,45 @@ type Action struct {
 	SkipIfAbsent bool
 	// StripQuery cuts the path at "?" (path only).
 	StripQuery bool
+	// StripTrailingSlash drops a final "/" from the path, but from "/"
+	// itself (path only): for backends that serve /a/ as /a.
+	StripTrailingSlash bool
+	// Lowercase lower-cases the path, without its query, or the host (path
+	// and host only): for backends that ignore the case of paths (all do
+	// for hosts). The rules' path patterns must then be lower-case.
+	Lowercase bool
 	// Value is the constant of a generic_key action.
 	Value string
+}
+
+// String describes the action as kind(options) -> descriptor_key, the
+// way /debug/policy shows it: "request_headers(x-user-id, skip_if_absent)
+// -> user_id", "path(strip_query) -> path".
+func (a *Action) String() string {
+	var opts []string
+	switch a.Kind {
+	case ActionRequestHeader:
+		opts = append(opts, a.Header)
+		if a.SkipIfAbsent {
+			opts = append(opts, "skip_if_absent")
+		}
+	case ActionPath:
+		for _, o := range []struct {
+			on   bool
+			name string
+		}{{a.StripQuery, "strip_query"}, {a.StripTrailingSlash, "strip_trailing_slash"}, {a.Lowercase, "lowercase"}} {
+			if o.on {
+				opts = append(opts, o.name)
+			}
+		}
+	case ActionHost:
+		if a.Lowercase {
+			opts = append(opts, "lowercase")
+		}
+	case ActionGenericKey:
+		opts = append(opts, `"`+a.Value+`"`)
+	}
+	return a.Kind.String() + "(" + strings.Join(opts, ", ") + ") -> " + a.Key
 }
 
 // OriginalRequest names the headers a forward-auth request describes the
@@ -191,14 +228,14 @@ func (d *Descriptor) Build(a *Attributes, dst []Entry) (entries []Entry, missing
 			dst = append(dst, Entry{Key: ac.Key, Value: v})
 			continue
 		case ActionPath:
-			v, missing = a.Path, "path"
-			if ac.StripQuery {
-				v, _, _ = strings.Cut(v, "?")
-			}
+			v, missing = ac.path(a.Path), "path"
 		case ActionMethod:
 			v, missing = a.Method, "method"
 		case ActionHost:
 			v, missing = a.Host, "host"
+			if ac.Lowercase {
+				v = strings.ToLower(v)
+			}
 		case ActionScheme:
 			v, missing = a.Scheme, "scheme"
 		case ActionGenericKey:
@@ -214,6 +251,29 @@ func (d *Descriptor) Build(a *Attributes, dst []Entry) (entries []Entry, missing
 		return dst, "header it reads"
 	}
 	return dst, ""
+}
+
+// path is a path action's value for a request target.
+func (ac *Action) path(target string) string {
+	if ac.StripQuery {
+		target, _, _ = strings.Cut(target, "?")
+	}
+	if !ac.StripTrailingSlash && !ac.Lowercase {
+		return target
+	}
+	path, query, hasQuery := strings.Cut(target, "?")
+	if ac.StripTrailingSlash && len(path) > 1 {
+		if path = strings.TrimRight(path, "/"); path == "" {
+			path = "/"
+		}
+	}
+	if ac.Lowercase {
+		path = strings.ToLower(path)
+	}
+	if !hasQuery {
+		return path
+	}
+	return path + "?" + query
 }
 
 // HitsAddend reads the descriptor's cost from its hits_addend header. ok is

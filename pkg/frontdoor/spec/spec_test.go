@@ -103,6 +103,27 @@ func TestParseNormalizePath(t *testing.T) {
 	}
 }
 
+func TestParsePathOptions(t *testing.T) {
+	src := strings.Replace(testPolicy, "- path: {strip_query: true}", "- path: {strip_query: true, strip_trailing_slash: true, lowercase: true}", 1)
+	src = strings.Replace(src, "- actions: [{host: {}}]", "- actions: [{host: {lowercase: true}}]", 1)
+	p, err := policy.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := p.FrontDoor(spec.ExtAuthz).Domain("edge").Descriptors[1].Actions[1]
+	if !path.StripQuery || !path.StripTrailingSlash || !path.Lowercase || path.String() != "path(strip_query, strip_trailing_slash, lowercase) -> path" {
+		t.Errorf("path action %s", path.String())
+	}
+	host := p.FrontDoor(spec.ForwardAuth).Domain("other").Descriptors[0].Actions[0]
+	if !host.Lowercase || host.String() != "host(lowercase) -> host" {
+		t.Errorf("host action %s", host.String())
+	}
+	_, err = policy.Parse("p.yaml", []byte(strings.Replace(src, "lowercase: true}}]", "lowercase: 1}}]", 1)))
+	if want := `p.yaml:44: front_doors.forward_auth.domains.other[1].actions[1].host.lowercase: want true or false, got "1"`; err == nil || err.Error() != want {
+		t.Errorf("want %q, got %v", want, err)
+	}
+}
+
 func TestBuild(t *testing.T) {
 	p, err := policy.Parse("p.yaml", []byte(testPolicy))
 	if err != nil {
@@ -197,7 +218,7 @@ front_doors:
 		`bad.yaml:19: front_doors.ext_authz.domains.edge[4].actions[1].generic_key.descriptor_value: missing`,
 		`bad.yaml:19: front_doors.ext_authz.domains.edge[4].actions[2].path.strip_query: want true or false, got "maybe"`,
 		`bad.yaml:21: front_doors.ext_authz.domains.edge[5].hits_addend: unknown field "extra" (known: request_header)`,
-		`bad.yaml:22: front_doors.ext_authz.domains.edge[6].actions[1].host: unknown field "color" (known: descriptor_key)`,
+		`bad.yaml:22: front_doors.ext_authz.domains.edge[6].actions[1].host: unknown field "color" (known: descriptor_key, lowercase)`,
 		`bad.yaml:24: front_doors.forward_auth.original_request: missing: say which headers`,
 		`bad.yaml:25: front_doors: unknown field "grpc" (known: ext_authz, forward_auth)`,
 	}
