@@ -10,7 +10,10 @@ package spec
 // to a backend's taste (a trailing slash, case) is per action
 // (Action.StripTrailingSlash, Action.Lowercase).
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // NormalizePath returns the normal form of a request path (without its
 // query), as Envoy's normalize_path and merge_slashes would, and without
@@ -26,14 +29,15 @@ import "strings"
 //     not allow in a path (space, controls, non-ASCII, `"<>[]^{|}`, "#")
 //     are percent-encoded, so that /a b and /a%20b are one path;
 //   - the parameters of a segment, from ";" to the end of the segment, are
-//     dropped: /login;jsessionid=1 is /login and /a/..;/b is /a/../b;
+//     dropped, before dot segments are: /login;jsessionid=1 is /login,
+//     and /a/..;/b is /b, as Tomcat reads it;
 //   - runs of separators are one "/";
 //   - dot segments are removed (RFC 3986 §5.2.4), %2e%2e too: /a/./b is
 //     /a/b, /a/b/../c is /a/c, and ".." at the root stays there (/../a is
 //     /a);
 //   - the result starts with "/": "" is "/", a/b is /a/b.
 //
-// A trailing "/" is kept (/a/ is not /a, nor /a/b/.. /a), and so is case.
+// A trailing "/" is kept (/a/ stays /a/, /a/b/.. is /a/), and so is case.
 // NormalizePath is idempotent, and it allocates only when the path is not
 // normal already.
 func NormalizePath(p string) string {
@@ -61,7 +65,7 @@ func NormalizePath(p string) string {
 		case "..":
 			out, named = out[:mark], false
 			if len(out) > 1 {
-				out = out[:strings.LastIndexByte(string(out[:len(out)-1]), '/')+1]
+				out = out[:bytes.LastIndexByte(out[:len(out)-1], '/')+1]
 			}
 		default:
 			out, named = append(out, '/'), true
@@ -122,7 +126,7 @@ func appendSegment(out []byte, seg string) []byte {
 const (
 	escaped    = iota // percent-encoded
 	unreserved        // as is, and decoded when percent-encoded
-	literal           // as is (sub-delims but ";", ":" and "@"), kept encoded
+	literal           // as is, and left encoded (sub-delims but ";", ":", "@": %2B need not mean +)
 )
 
 var pathByte = func() (t [256]uint8) {
