@@ -12,6 +12,10 @@ type storeMetrics struct {
 	idWaits     prometheus.Counter
 	denyHits    prometheus.Counter
 	inFlight    *prometheus.GaugeVec
+	// limits.go
+	configUnsafe *prometheus.GaugeVec
+	configChecks *prometheus.CounterVec
+	keys         prometheus.Gauge
 }
 
 // newStoreMetrics creates the store's metrics, registered on reg when it
@@ -54,9 +58,28 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Name: "tokengate_redis_in_flight_items",
 			Help: "Items (buckets) of the decisions admitted to Redis and not yet answered, by class (light, heavy).",
 		}, []string{"class"}),
+		configUnsafe: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tokengate_redis_config_unsafe",
+			Help: "1 when the last check of Redis's settings found a node with this reason (no_maxmemory, noeviction, policy: a maxmemory-policy other than volatile-ttl), else 0.",
+		}, []string{"reason"}),
+		configChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_redis_config_checks_total",
+			Help: "Checks of Redis's maxmemory and maxmemory-policy by result: safe, unsafe, unknown (CONFIG refused, as on managed Redis, or failed).",
+		}, []string{"result"}),
+		keys: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tokengate_redis_keys",
+			Help: "Keys in tokengate's Redis database at the last sample (DBSIZE, summed over a Cluster's masters): buckets, request ids, the clock key and anything else there. The same value from every replica.",
+		}),
+	}
+	for _, r := range limitsReasons {
+		m.configUnsafe.WithLabelValues(r)
+	}
+	for _, v := range []LimitsVerdict{LimitsSafe, LimitsUnsafe, LimitsUnknown} {
+		m.configChecks.WithLabelValues(v.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight, m.denyHits)
+		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight, m.denyHits,
+			m.configUnsafe, m.configChecks, m.keys)
 	}
 	return m
 }
