@@ -1,0 +1,301 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/store"
+	rstore "github.com/tokengate/tokengate/pkg/store/redis"
+	"github.com/tokengate/tokengate/pkg/store/storetest"
+)
+
+// The bounded-keys tests: a flood of distinct keys into a redis-server
+// with a small maxmemory, through the store, as an attacker's made-up
+// values would arrive (1.13M keys in 28s were seen). The keys and the
+// real users share one slow rule, capacity 10 refilled 1/h: a flood key
+// charged 1 is full in 1h (TTL 13h with the 6h tolerance), a drained
+// user's bucket in 10h (TTL 16-22h).
+
+const (
+	floodWorkers  = 96 // concurrent decisions; rueidis pipelines them
+	floodMaxKeys  = 1_000_000
+	floodLimit    = 75 * time.Second
+	memoryMargin  = 1 << 20 // allowed above maxmemory: one call's writes and the client buffers
+	perKeySamples = 20_000  // keys written before eviction begins, to measure a key
+)
+
+// TestMaxMemoryFlood: 1M distinct keys into 64 MiB under volatile-ttl.
+// Redis's used_memory never goes past maxmemory (sampled every 50ms), no
+// decision fails (eviction makes room; noeviction would refuse them), and
+// the five real users drained before the flood and asked again at each
+// quarter of it are still drained at the end: eviction took the flood's
+// keys, whose buckets are full sooner, not theirs. With fewer keys than
+// 1M within floodLimit (a slow machine) the test still needs the memory to
+// have turned over once.
+func TestMaxMemoryFlood(t *testing.T) {
+	const maxMemory = 64 << 20
+	f := newFlood(t, maxMemory, "volatile-ttl")
+	if l := f.st.CheckLimits(context.Background()); l.Verdict != rstore.LimitsSafe {
+		t.Fatalf("CheckLimits: %v: %s", l.Verdict, l)
+	}
+	f.drainUsers()
+	begin := time.Now()
+	bucketBytes, idBytes, perKey := f.measureKey()
+	n, maxUsed := f.run(perKeySamples, floodMaxKeys, begin.Add(floodLimit), floodMaxKeys/4)
+	n += perKeySamples
+	took := time.Since(begin)
+	used, evicted, dbsize := f.info("memory", "used_memory"), f.info("stats", "evicted_keys"), f.dbsize()
+	maxUsed = max(maxUsed, used)
+	t.Logf("%d keys in %v (%.0f/s, %d workers); used_memory max %d (maxmemory %d, %+d), end %d; %d keys kept, %d evicted",
+		n, took.Round(time.Millisecond), float64(n)/took.Seconds(), floodWorkers, maxUsed, maxMemory, maxUsed-maxMemory, used, dbsize, evicted)
+	t.Logf("a bucket key: MEMORY USAGE %d B, %.0f B of used_memory each (%d keys, before eviction; %.0f B at maxmemory); a request id key: MEMORY USAGE %d B",
+		bucketBytes, perKey, perKeySamples, float64(maxMemory)/float64(dbsize), idBytes)
+	if n < floodMaxKeys {
+		t.Logf("only %d of %d keys within %v on this machine", n, floodMaxKeys, floodLimit)
+	}
+	if evicted < dbsize {
+		t.Fatalf("%d keys evicted, fewer than the %d kept: the flood did not turn the memory over once", evicted, dbsize)
+	}
+	if maxUsed > maxMemory+memoryMargin {
+		t.Errorf("used_memory reached %d, past maxmemory %d by more than %d", maxUsed, maxMemory, memoryMargin)
+	}
+	if k, err := f.st.SampleKeys(context.Background()); err != nil || k != f.dbsize() {
+		t.Errorf("SampleKeys: %d %v, DBSIZE %d", k, err, f.dbsize())
+	}
+	if lost := f.lostUsers(); len(lost) > 0 {
+		t.Errorf("drained buckets evicted, back full: %v", lost)
+	}
+}
+
+// TestMaxMemoryPolicies is why CheckLimits accepts volatile-ttl alone: a
+// flood of 5 times what fits, with the real users drained first and then
+// quiet, keeps every drained bucket under volatile-ttl and evicts them
+// under volatile-lru and volatile-lfu (the flood's keys are all more
+// recent, and as often used).
+func TestMaxMemoryPolicies(t *testing.T) {
+	const maxMemory = 8 << 20
+	for _, tc := range []struct {
+		policy string
+		keeps  bool
+	}{
+		{"volatile-ttl", true},
+		{"volatile-lru", false},
+		{"volatile-lfu", false},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			f := newFlood(t, maxMemory, tc.policy)
+			f.drainUsers()
+			n, _ := f.run(0, 150_000, time.Now().Add(floodLimit), 0)
+			if evicted := f.info("stats", "evicted_keys"); evicted < 3*f.dbsize() {
+				t.Fatalf("%d keys, %d evicted, %d kept: not enough turnover", n, evicted, f.dbsize())
+			}
+			lost := f.lostUsers()
+			t.Logf("%s: %d keys, %d evicted; drained buckets lost: %d of %d", tc.policy, n, f.info("stats", "evicted_keys"), len(lost), len(f.users))
+			switch {
+			case tc.keeps && len(lost) > 0:
+				t.Errorf("drained buckets evicted, back full: %v", lost)
+			case !tc.keeps && len(lost) == 0:
+				t.Errorf("every drained bucket kept: %s may be safe after all (limits.go acceptedPolicies)", tc.policy)
+			}
+		})
+	}
+}
+
+// flood is a redis-server with a maxmemory and policy, a store on it that
+// takes every decision to Redis (no deny cache), and five real users.
+type flood struct {
+	t     *testing.T
+	srv   *redistest.Server
+	st    *rstore.Store
+	clk   clock.Clock
+	v     *bucket.Version
+	users []string
+}
+
+func newFlood(t *testing.T, maxMemory int, policy string) *flood {
+	t.Helper()
+	srv := redistest.Start(t, "--maxmemory", strconv.Itoa(maxMemory), "--maxmemory-policy", policy)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	clk := clock.NewMonotonic()
+	st, err := rstore.New(rstore.Options{Client: c, Clock: clk, Timeout: 5 * time.Second, DenyCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &flood{t: t, srv: srv, st: st, clk: clk, v: storetest.Version(t, 1, 10, "1/h"),
+		users: []string{"user-a", "user-b", "user-c", "user-d", "user-e"}}
+}
+
+func (f *flood) decide(key, id string, cost int64) (store.Result, error) {
+	var res [1]store.Result
+	req := &store.Request{Now: f.clk.Now(), ID: id, Items: []store.Item{{Key: key, Version: f.v, Cost: cost, Revision: 1}}}
+	_, err := f.st.Decide(context.Background(), req, res[:])
+	return res[0], err
+}
+
+// drainUsers spends every token of the real users' buckets.
+func (f *flood) drainUsers() {
+	f.t.Helper()
+	for _, u := range f.users {
+		if r, err := f.decide(u, "", 10); err != nil || !r.Allowed {
+			f.t.Fatalf("drain %s: %+v %v", u, r, err)
+		}
+	}
+}
+
+// lostUsers are the real users whose bucket allows a request again: it
+// was evicted, and came back full.
+func (f *flood) lostUsers() []string {
+	f.t.Helper()
+	var lost []string
+	for _, u := range f.users {
+		r, err := f.decide(u, "", 1)
+		if err != nil {
+			f.t.Fatalf("%s: %v", u, err)
+		}
+		if r.Allowed || r.RetryAfter <= 0 {
+			lost = append(lost, u)
+		}
+	}
+	return lost
+}
+
+// measureKey writes the first perKeySamples flood keys and one request id
+// and returns MEMORY USAGE of a bucket key and of the id's key, and the
+// used_memory each bucket key added.
+func (f *flood) measureKey() (bucketBytes, idBytes int64, perKey float64) {
+	f.t.Helper()
+	used, keys := f.info("memory", "used_memory"), f.dbsize()
+	f.run(0, perKeySamples, time.Now().Add(floodLimit), 0)
+	// The clock key (5s) may have expired meanwhile: count what is there.
+	added := f.dbsize() - keys
+	if added < perKeySamples-1 || f.info("stats", "evicted_keys") != 0 {
+		f.t.Fatalf("%d keys added, %d evicted: want %d and none", added, f.info("stats", "evicted_keys"), perKeySamples)
+	}
+	perKey = float64(f.info("memory", "used_memory")-used) / float64(added)
+	if _, err := f.decide("with-id", "0123456789abcdef", 1); err != nil {
+		f.t.Fatal(err)
+	}
+	usage := func(match string) int64 {
+		out, err := redistest.Do(f.srv.Addr(), "SCAN", "0", "MATCH", match, "COUNT", "100000")
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		lines := strings.Split(out, "\n")
+		if len(lines) < 2 {
+			f.t.Fatalf("no key matches %s", match)
+		}
+		u, err := redistest.Do(f.srv.Addr(), "MEMORY", "USAGE", lines[1], "SAMPLES", "0")
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		n, _ := strconv.ParseInt(u, 10, 64)
+		return n
+	}
+	return usage("tokengate:{*}"), usage("tokengate:{*}:id:*"), perKey
+}
+
+// run decides the fresh keys flood-from … flood-(to-1), charged 1 each,
+// from floodWorkers goroutines, until to or the deadline, asking the real
+// users again every touchEvery keys (0: never). It returns how many keys
+// it wrote and the largest used_memory seen (every 50ms). A decision that
+// fails fails the test: with eviction there is always room.
+func (f *flood) run(from, to int64, deadline time.Time, touchEvery int64) (n, maxUsed int64) {
+	var (
+		next    atomic.Int64
+		written atomic.Int64
+		peak    atomic.Int64
+		wg      sync.WaitGroup
+		failed  sync.Once
+	)
+	next.Store(from)
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if u := f.infoQuiet("memory", "used_memory"); u > peak.Load() {
+				peak.Store(u)
+			}
+		}
+	}()
+	for range floodWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= to || i%1024 == 0 && time.Now().After(deadline) {
+					return
+				}
+				if touchEvery > 0 && i > from && i%touchEvery == 0 {
+					for _, u := range f.users {
+						f.decide(u, "", 1)
+					}
+				}
+				if _, err := f.decide("flood-"+strconv.FormatInt(i, 10), "", 1); err != nil {
+					failed.Do(func() { f.t.Errorf("flood key %d: %v", i, err) })
+					continue
+				}
+				written.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	return written.Load(), peak.Load()
+}
+
+// info is one integer field of INFO section.
+func (f *flood) info(section, field string) int64 {
+	f.t.Helper()
+	n, err := strconv.ParseInt(redistest.Info(f.t, f.srv.Addr(), section, field), 10, 64)
+	if err != nil {
+		f.t.Fatalf("INFO %s %s: %v", section, field, err)
+	}
+	return n
+}
+
+// infoQuiet is info for a goroutine that must not fail the test: 0 on an
+// error.
+func (f *flood) infoQuiet(section, field string) int64 {
+	out, err := redistest.Do(f.srv.Addr(), "INFO", section)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), field+":"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func (f *flood) dbsize() int64 {
+	f.t.Helper()
+	out, err := redistest.Do(f.srv.Addr(), "DBSIZE")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	n, _ := strconv.ParseInt(out, 10, 64)
+	return n
+}
