@@ -113,8 +113,9 @@ type backend struct {
 // that replicas started during an outage recover when Redis returns; but a
 // setting no retry can fix (redis.ErrConfig: a bad CA file, TLS on one side
 // only, a wrong password, ...) stops the start, naming it. Once
-// connected, the store's Watch logs Redis lost and back until ctx ends or
-// the backend is closed.
+// connected, Redis's memory settings are checked once (checkRedisLimits),
+// and the store's Watch logs Redis lost and back until ctx ends or the
+// backend is closed.
 func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*backend, error) {
 	r := s.Redis
 	password := r.Password
@@ -158,9 +159,16 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	// Closing the backend ends the watch before it closes the client, so
 	// that a ping failing on the closed client is not logged as Redis lost.
 	wctx, stopWatch := context.WithCancel(ctx)
+	// The check of Redis's memory settings runs with the watch, once the
+	// store serves, so that a slow CONFIG GET delays neither.
 	lz := &lazyRedis{
-		closed:    make(chan struct{}),
-		watch:     func(c *connected) { go c.st.Watch(wctx, r.WatchEvery) },
+		closed: make(chan struct{}),
+		watch: func(c *connected) {
+			go func() {
+				checkRedisLimits(wctx, c.st, log)
+				c.st.Watch(wctx, r.WatchEvery)
+			}()
+		},
 		stopWatch: stopWatch,
 	}
 	if err != nil {
@@ -172,13 +180,39 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	return &backend{name: "redis", store: lz, local: budget, ready: lz.ready, close: lz.close}, nil
 }
 
+// checkRedisLimits says, once per store (at start, or when a background
+// connect succeeds), whether Redis bounds tokengate's keys safely
+// (redis.Store.CheckLimits; the README's "Redis store" says what to set),
+// and takes the first sample of tokengate_redis_keys. Unsafe settings are
+// a warning, not a refusal: they cost only under a flood of new keys, and
+// an operator may have reasons (a bounded key space) to keep them.
+func checkRedisLimits(ctx context.Context, st *redis.Store, log *slog.Logger) {
+	l := st.CheckLimits(ctx)
+	if ctx.Err() != nil {
+		return // closed meanwhile: nothing to say about Redis
+	}
+	switch l.Verdict {
+	case redis.LimitsUnsafe:
+		log.Warn("redis does not bound tokengate's keys safely: a flood of distinct keys can fill its memory or evict drained buckets (which then come back full); set maxmemory and maxmemory-policy volatile-ttl",
+			slog.String("reasons", strings.Join(l.Reasons(), ",")), slog.String("nodes", l.String()))
+	case redis.LimitsUnknown:
+		log.Info("redis memory settings not checked (CONFIG GET refused or failed): make sure maxmemory is set and maxmemory-policy is volatile-ttl",
+			slog.String("nodes", l.String()))
+	default:
+		log.Debug("redis bounds tokengate's keys", slog.String("nodes", l.String()))
+	}
+	if _, err := st.SampleKeys(ctx); err != nil {
+		log.Debug("redis key count not sampled", slog.String("error", err.Error()))
+	}
+}
+
 // lazyRedis is the Redis store once connected; until then it fails every
 // call with store.ErrUnavailable.
 type lazyRedis struct {
 	c         atomic.Pointer[connected]
 	closed    chan struct{}
 	once      sync.Once
-	watch     func(*connected) // starts the store's Watch
+	watch     func(*connected) // checks the store's limits and starts its Watch
 	stopWatch context.CancelFunc
 }
 

@@ -1,11 +1,18 @@
 package redis
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -298,4 +305,178 @@ func (f *flood) dbsize() int64 {
 	}
 	n, _ := strconv.ParseInt(out, 10, 64)
 	return n
+}
+
+// TestRedisLimitsAtStart: the built tokengate checks Redis's memory
+// settings once it is connected, at start or after connecting in the
+// background: a warning naming the reasons for unsafe settings, an info
+// line when CONFIG is refused (as on managed Redis), and the gauges.
+func TestRedisLimitsAtStart(t *testing.T) {
+	const (
+		warn    = "redis does not bound tokengate's keys safely: a flood of distinct keys can fill its memory or evict drained buckets (which then come back full); set maxmemory and maxmemory-policy volatile-ttl"
+		unknown = "redis memory settings not checked (CONFIG GET refused or failed): make sure maxmemory is set and maxmemory-policy is volatile-ttl"
+		safe    = "redis bounds tokengate's keys"
+	)
+	mem := []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"}
+	for _, tc := range []struct {
+		name, msg, level, result string
+		args                     []string
+		unsafe                   []string // reasons at 1
+		down                     bool     // Redis down at start, up later
+	}{
+		{"unsafe", warn, "WARN", "unsafe", nil, []string{"no_maxmemory", "noeviction"}, false},
+		{"policy", warn, "WARN", "unsafe", []string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"}, []string{"policy"}, false},
+		{"safe", safe, "DEBUG", "safe", mem, nil, false},
+		{"CONFIG refused", unknown, "INFO", "unknown", []string{"--rename-command", "CONFIG", ""}, nil, false},
+		{"connected in the background", warn, "WARN", "unsafe", nil, []string{"no_maxmemory", "noeviction"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t, tc.args...)
+			if tc.down {
+				srv.Stop()
+			}
+			p := startLogged(t, "--store", "redis", "--redis-addr", srv.Addr(), "--log-level", "debug")
+			if tc.down {
+				p.waitFor(t, "redis unreachable at start: serving with on_store_error, connecting in the background")
+				srv.Restart()
+			}
+			line := p.waitFor(t, tc.msg)
+			if line["level"] != tc.level {
+				t.Errorf("logged at %v, want %s: %v", line["level"], tc.level, line)
+			}
+			if tc.unsafe != nil && line["reasons"] != strings.Join(tc.unsafe, ",") {
+				t.Errorf("reasons %v, want %v", line["reasons"], tc.unsafe)
+			}
+			if !strings.Contains(line["nodes"].(string), srv.Addr()) {
+				t.Errorf("nodes %v do not name %s", line["nodes"], srv.Addr())
+			}
+			if got := p.metric(t, `tokengate_redis_config_checks_total{result="`+tc.result+`"}`); got != "1" {
+				t.Errorf("checks_total{result=%q} = %q, want 1", tc.result, got)
+			}
+			for _, r := range []string{"no_maxmemory", "noeviction", "policy"} {
+				want := "0"
+				if slices.Contains(tc.unsafe, r) {
+					want = "1"
+				}
+				if got := p.metric(t, `tokengate_redis_config_unsafe{reason="`+r+`"}`); got != want {
+					t.Errorf("config_unsafe{reason=%q} = %q, want %s", r, got, want)
+				}
+			}
+			if got := p.metric(t, "tokengate_redis_keys"); got == "" {
+				t.Error("tokengate_redis_keys not exported")
+			}
+			if n := p.count(warn) + p.count(unknown) + p.count(safe); n != 1 {
+				t.Errorf("%d check lines, want 1", n)
+			}
+		})
+	}
+}
+
+// logged is a tokengate process whose JSON log lines the test reads
+// (tgproc.Start only relays them to t.Log).
+type logged struct {
+	httpAddr string
+	mu       sync.Mutex
+	lines    []map[string]any
+	added    chan struct{} // closed and replaced at each line
+}
+
+// startLogged runs tokengate with flags until the test ends and waits
+// until it serves.
+func startLogged(t *testing.T, flags ...string) *logged {
+	t.Helper()
+	args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json"}, flags...)
+	cmd := exec.Command(binary, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	p := &logged{added: make(chan struct{})}
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			close(p.added)
+			p.added = make(chan struct{})
+			p.mu.Unlock()
+		}
+		cmd.Wait()
+	}()
+	serving := p.waitFor(t, "serving")
+	p.httpAddr, _ = serving["http"].(string)
+	return p
+}
+
+// waitFor returns the first line with message msg, waiting up to 20s.
+func (p *logged) waitFor(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		p.mu.Lock()
+		for _, l := range p.lines {
+			if l["msg"] == msg {
+				p.mu.Unlock()
+				return l
+			}
+		}
+		added := p.added
+		p.mu.Unlock()
+		select {
+		case <-added:
+		case <-timeout:
+			t.Fatalf("tokengate did not log %q within 20s", msg)
+		}
+	}
+}
+
+// count is how many lines so far have message msg.
+func (p *logged) count(msg string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.lines {
+		if l["msg"] == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// metric is the value of one sample line of /metrics, "" when absent.
+func (p *logged) metric(t *testing.T, sample string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + p.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
