@@ -67,8 +67,8 @@ const (
 	// key until the kernel kills it, and every bucket is lost with it.
 	ReasonNoMaxMemory = "no_maxmemory"
 	// ReasonNoEviction: at maxmemory Redis refuses every call that may
-	// write (OOM), so every decision fails and on_store_error answers, for
-	// every client, until keys expire.
+	// write (OOM), and every decision is one, so decisions fail and
+	// on_store_error answers, for every client, until keys expire.
 	ReasonNoEviction = "noeviction"
 	// ReasonPolicy: an eviction policy that does not order buckets by
 	// their time until full: *-random evicts drained buckets as readily as
@@ -81,10 +81,12 @@ const (
 var limitsReasons = []string{ReasonNoMaxMemory, ReasonNoEviction, ReasonPolicy}
 
 // acceptedPolicies are the maxmemory-policy values CheckLimits calls
-// safe: volatile-ttl alone, the one that evicts by time until full. In a
-// flood of 1M new keys into 64 MiB (test/redis TestMaxMemoryFlood), under
-// volatile-lru and volatile-lfu every drained bucket of a client that
-// paused for a quarter of the flood was evicted, and came back full.
+// safe: volatile-ttl alone, the one that evicts by time until full. A
+// flood of five times what fits (test/redis TestMaxMemoryPolicies) kept
+// every drained bucket of a quiet client under volatile-ttl and evicted
+// every one under volatile-lru and volatile-lfu; with 1M keys into 64 MiB,
+// volatile-lru evicted them even when their clients came back at each
+// quarter of the flood.
 var acceptedPolicies = []string{"volatile-ttl"}
 
 // NodeLimits is one node's answer.
