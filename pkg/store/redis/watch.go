@@ -17,7 +17,8 @@ import (
 // return to Redis within an interval of it coming back.
 //
 // After each good ping it publishes this replica's shared time, on which
-// replicas that start later anchor their clocks (clock.go).
+// replicas that start later anchor their clocks (clock.go), and samples
+// the number of keys (tokengate_redis_keys).
 //
 // A ping that fails because ctx ended says nothing about Redis and is not
 // logged. Watch returns when ctx ends; run it in its own goroutine.
@@ -48,6 +49,11 @@ func (s *Store) watch(ctx context.Context, ticks <-chan time.Time) {
 		err := s.Ping(ctx)
 		if err == nil {
 			err = s.publishClock(ctx)
+		}
+		if err == nil {
+			// A refused count (an ACL without DBSIZE) says nothing of
+			// Redis's reachability.
+			s.SampleKeys(ctx)
 		}
 		if ctx.Err() != nil {
 			return
