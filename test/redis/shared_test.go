@@ -57,7 +57,9 @@ func hammer(t *testing.T, redisFlags ...string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Since(begin) < 1500*time.Millisecond {
+			// 1.5s, and on a starved machine until the requests exceed the
+			// capacity (so that a limit is reached), for 20s at most.
+			for d := time.Since(begin); d < 1500*time.Millisecond || total.Load() < 2*capacity && d < 20*time.Second; d = time.Since(begin) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				r, err := p.RLS.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge",
 					Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("user_id", "alice"), descriptor("route", "/r")}})
