@@ -6,6 +6,13 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run 'Cardinality' ./pkg/store/memory/
+# Each fuzz target briefly (one per invocation; BENCHMARKS.md, Fuzzing).
+# Redis answers make coverage vary between runs of one input, so
+# minimising what looks new is capped.
+	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime 8s ./pkg/server/
+	$(GO) test -run '^$$' -fuzz '^FuzzDescriptors$$' -fuzztime 8s ./pkg/frontdoor/spec/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 8s ./pkg/policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzLuaMatchesBucket$$' -fuzztime 8s -fuzzminimizetime 1s ./pkg/store/redis/
 	cd tools && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The Redis store's tests start real redis-server processes (and a cluster

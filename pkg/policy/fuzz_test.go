@@ -4,11 +4,16 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
+	"github.com/tokengate/tokengate/pkg/store"
 )
 
 // FuzzParse: no input makes Parse panic; a refused file reports located
 // issues; an accepted one is self-consistent (every rule is found by a
-// descriptor built from its own patterns, or by an earlier rule).
+// descriptor built from its own patterns, or by an earlier rule), compiling
+// it again after itself keeps every rule's version, and its front doors
+// build descriptors of a shape the service accepts.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(example))
 	f.Add(onePolicy(100, "7/3s", "scale"))
@@ -16,6 +21,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("domains: {a: &x [], b: *x}\n"))
 	f.Add([]byte("revision: 99999999999999999999\ndomains: {}\n"))
 	f.Add([]byte("domains:\n  a:\n    - {name: r, match: [{key: k}], capacity: 1000000000000000, refill: 1000000000000/ns, cost: 0}\n"))
+	f.Add([]byte(frontDoorSeed))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("f.yaml", data)
 		if err != nil {
@@ -51,7 +57,88 @@ func FuzzParse(f *testing.F) {
 				_ = p.Explain(name, desc).String()
 			}
 		}
+		recompiles(t, p, data)
+		checkFrontDoors(t, p)
 	})
+}
+
+// frontDoorSeed has both front doors, every action and a cost header.
+const frontDoorSeed = `request_id_key: request_id
+domains:
+  edge:
+    - {name: per-client, match: [{key: remote_address}], capacity: 5, refill: 1/s}
+    - {name: per-user, match: [{key: user_id}, {key: path, value: /api/*}], capacity: 10, refill: 1/s, cost: 2, max_cost: 4}
+    - {name: route, match: [{key: generic_key, value: api}, {key: method}, {key: host}, {key: scheme}], unlimited: true}
+front_doors:
+  ext_authz:
+    trusted_proxy_hops: 1
+    default_domain: edge
+    domains:
+      edge:
+        - actions: [{remote_address: {}}]
+        - actions:
+            - request_headers: {header_name: X-User-ID, descriptor_key: user_id, skip_if_absent: true}
+            - path: {strip_query: true, strip_trailing_slash: true, lowercase: true}
+          hits_addend: {request_header: x-cost}
+        - actions: [{generic_key: {descriptor_value: api}}, {method: }, {host: {lowercase: true}}, {scheme: {}}]
+        - actions: [{request_headers: {header_name: x-request-id, descriptor_key: request_id}}]
+  forward_auth:
+    original_request: x-original
+    normalize_path: false
+    domains: {edge: [{actions: [{remote_address: {}}]}]}
+`
+
+// recompiles: the same file compiled after itself keeps the *bucket.Version
+// of every limited rule, and retires none.
+func recompiles(t *testing.T, p *Policy, data []byte) {
+	t.Helper()
+	again, err := new(Compiler).Compile("f.yaml", data, p, 1)
+	if err != nil {
+		t.Fatalf("accepted once, refused after itself: %v", err)
+	}
+	for _, name := range p.Domains() {
+		for _, r := range p.Rules(name) {
+			if r2 := again.Rule(name, r.Name); r2 == nil || r2.Version != r.Version {
+				t.Fatalf("rule %s/%s: version %v, then %v", name, r.Name, r.Version, r2)
+			}
+		}
+	}
+	if len(again.removed) != 0 {
+		t.Fatalf("compiled after itself, it retires %d lineages", len(again.removed))
+	}
+}
+
+// checkFrontDoors: every domain a front door lists is one it builds
+// descriptors for, and those fit the shape pkg/service accepts (at most
+// store.MaxItems descriptors, each of 1 to spec.MaxActions entries with
+// keys of 1 to 256 bytes); anything else would make a client's request a
+// gRPC error instead of a decision.
+func checkFrontDoors(t *testing.T, p *Policy) {
+	t.Helper()
+	for _, door := range p.FrontDoors() {
+		if door.DefaultDomain != "" && door.Domain("") == nil {
+			t.Fatalf("front door %s: default_domain %q serves nothing", door.Name, door.DefaultDomain)
+		}
+		for _, name := range door.Domains() {
+			d := door.Domain(name)
+			if d == nil || d.Name != name || p.Rules(name) == nil {
+				t.Fatalf("front door %s lists domain %q: %+v", door.Name, name, d)
+			}
+			if n := len(d.Descriptors); n == 0 || n > store.MaxItems {
+				t.Fatalf("front door %s domain %s: %d descriptors", door.Name, name, n)
+			}
+			for _, ds := range d.Descriptors {
+				if n := len(ds.Actions); n == 0 || n > spec.MaxActions {
+					t.Fatalf("front door %s domain %s line %d: %d actions", door.Name, name, ds.Line, n)
+				}
+				for _, ac := range ds.Actions {
+					if ac.Key == "" || len(ac.Key) > 256 || (ac.Kind == spec.ActionRequestHeader) != (ac.Header != "") {
+						t.Fatalf("front door %s domain %s: action %s", door.Name, name, ac.String())
+					}
+				}
+			}
+		}
+	}
 }
 
 func shadowsSome(rules []*Rule, r *Rule) bool {
