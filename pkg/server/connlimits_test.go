@@ -33,23 +33,9 @@ func serveLimited(t *testing.T, opts Options) *Server {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	opts.GRPCAddr, opts.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	opts.RateLimit, opts.Metrics, opts.Gatherer = rlsv3.UnimplementedRateLimitServiceServer{}, metrics.New(reg), reg
 	opts.Policy, opts.Logger = func() *policy.Policy { return p }, slog.New(slog.DiscardHandler)
-	srv, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return srv
+	return serve(t, opts)
 }
 
 func TestHTTPLimitsDefaults(t *testing.T) {

@@ -10,14 +10,12 @@ package server
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
@@ -26,8 +24,6 @@ import (
 	"github.com/tokengate/tokengate/internal/wiretest"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/frontdoor"
-	"github.com/tokengate/tokengate/pkg/metrics"
-	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/service"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
@@ -87,26 +83,9 @@ type fuzzServer struct {
 
 func newFuzzServer(t testing.TB) *fuzzServer {
 	t.Helper()
-	clk := new(clock.Fake)
-	p, err := new(policy.Compiler).Compile("policy.yaml", []byte(fuzzPolicy), nil, clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Activate()
-	current := func() *policy.Policy { return p }
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
-	log := slog.New(slog.DiscardHandler)
-	st := memory.New(memory.Options{Clock: clk, Shards: 4, MaxBuckets: 4096, MaxRequestIDs: 4096})
-	svc, err := service.New(service.Options{Policy: current, Store: st, StoreName: "memory", Metrics: m, Clock: clk, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doors, err := frontdoor.New(frontdoor.Options{Service: svc, Policy: current, Metrics: metrics.NewFrontDoors(reg), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fuzzServer{codec: newCodec(m.InvalidUTF8, log), rls: doors.RateLimit(svc), authz: doors.ExtAuthz()}
+	st := memory.New(memory.Options{Clock: new(clock.Fake), Shards: 4, MaxBuckets: 4096, MaxRequestIDs: 4096})
+	s := newStack(t, fuzzPolicy, st)
+	return &fuzzServer{codec: newCodec(s.m.InvalidUTF8, s.log), rls: s.doors.RateLimit(s.svc), authz: s.doors.ExtAuthz()}
 }
 
 func FuzzRequest(f *testing.F) {

@@ -22,6 +22,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/service"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
@@ -43,10 +44,20 @@ front_doors:
 
 const utf8Capacity = 2
 
-// startServer serves the policy from a memory store, with the ratelimit and
-// ext_authz front doors wired as cmd/tokengate wires them, on loopback
-// ports until the test ends.
-func startServer(t *testing.T, yaml string) (*Server, *metrics.Metrics) {
+// stack is the policy, service and front doors of a test, wired as
+// cmd/tokengate wires them, on a fake clock.
+type stack struct {
+	policy func() *policy.Policy
+	svc    *service.Service
+	doors  *frontdoor.Doors
+	reg    *prometheus.Registry
+	m      *metrics.Metrics
+	log    *slog.Logger
+}
+
+// newStack compiles yaml and decides it from st (a memory store on the
+// fake clock when st is nil).
+func newStack(t testing.TB, yaml string, st store.Store) *stack {
 	t.Helper()
 	clk := new(clock.Fake)
 	p, err := new(policy.Compiler).Compile("policy.yaml", []byte(yaml), nil, clk.Now())
@@ -54,22 +65,34 @@ func startServer(t *testing.T, yaml string) (*Server, *metrics.Metrics) {
 		t.Fatal(err)
 	}
 	p.Activate()
-	current := func() *policy.Policy { return p }
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
-	log := slog.New(slog.DiscardHandler)
-	svc, err := service.New(service.Options{Policy: current, Store: memory.New(memory.Options{Clock: clk}), StoreName: "memory", Metrics: m, Clock: clk, Logger: log})
-	if err != nil {
+	if st == nil {
+		st = memory.New(memory.Options{Clock: clk})
+	}
+	s := &stack{policy: func() *policy.Policy { return p }, reg: prometheus.NewRegistry(), log: slog.New(slog.DiscardHandler)}
+	s.m = metrics.New(s.reg)
+	if s.svc, err = service.New(service.Options{Policy: s.policy, Store: st, StoreName: "memory", Metrics: s.m, Clock: clk, Logger: s.log}); err != nil {
 		t.Fatal(err)
 	}
-	doors, err := frontdoor.New(frontdoor.Options{Service: svc, Policy: current, Metrics: metrics.NewFrontDoors(reg), Logger: log})
-	if err != nil {
+	if s.doors, err = frontdoor.New(frontdoor.Options{Service: s.svc, Policy: s.policy, Metrics: metrics.NewFrontDoors(s.reg), Logger: s.log}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{
-		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(),
-		Metrics: m, Gatherer: reg, Policy: current, Logger: log,
-	})
+	return s
+}
+
+// startServer serves the policy from a memory store, with the ratelimit and
+// ext_authz front doors, on loopback ports until the test ends.
+func startServer(t *testing.T, yaml string) (*Server, *metrics.Metrics) {
+	t.Helper()
+	s := newStack(t, yaml, nil)
+	return serve(t, Options{RateLimit: s.doors.RateLimit(s.svc), Authorization: s.doors.ExtAuthz(),
+		Metrics: s.m, Gatherer: s.reg, Policy: s.policy, Logger: s.log}), s.m
+}
+
+// serve runs a server of opts on loopback ports until the test ends.
+func serve(t *testing.T, opts Options) *Server {
+	t.Helper()
+	opts.GRPCAddr, opts.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +105,7 @@ func startServer(t *testing.T, yaml string) (*Server, *metrics.Metrics) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return srv, m
+	return srv
 }
 
 // rawClient sends wire data it was given as a gRPC request, as Envoy would
