@@ -64,11 +64,21 @@ const (
 	settleArgs  = iota
 )
 
+// A batch (batch.go) is several calls as one: its arguments are opBatch,
+// the number of calls, each call's key and argument counts (two
+// arguments per call), then each call's arguments; its keys are the
+// calls' keys in order. Its reply is each call's reply, in order.
+const (
+	argBatchCalls = 2
+	batchHead     = 2
+)
+
 // Operations and request id modes.
 const (
 	opDecide  = "d"
 	opReserve = "r"
 	opSettle  = "s"
+	opBatch   = "b"
 
 	idNone    = "0"
 	idLast    = "1"
@@ -155,7 +165,8 @@ var luaContract = func() string {
 		{"ITEM_FAST", itemFast}, {"ITEM_MODE", itemMode}, {"ITEM_CHAIN", itemChain}, {"ITEM_ARGS", itemArgs},
 		{"FAST_FORMAT", fastFormat}, {"REC_FORMAT", recFormat}, {"REC_BYTES", 8 * recNumbers},
 		{"SETTLE_UNITS", settleUnits}, {"SETTLE_PER", settlePer}, {"SETTLE_NEW", settleNew}, {"SETTLE_ARGS", settleArgs},
-		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle},
+		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle}, {"OP_BATCH", opBatch},
+		{"ARG_BATCH_CALLS", argBatchCalls}, {"BATCH_HEAD", batchHead},
 		{"ID_NONE", idNone}, {"ID_LAST", idLast}, {"ID_RELEASE", idRelease},
 		{"KIND_DECIDED", kindDecided}, {"KIND_REPLAY", kindReplay}, {"KIND_PENDING", kindPending},
 		{"FLAG_ALLOWED", flagAllowed}, {"FLAG_NEVER", flagNever}, {"FLAG_SNAPSHOT", flagSnapshot},
