@@ -2,10 +2,6 @@
 -- dispatch at the end: decide and reserve (decideop) and settle
 -- (settleop) buckets that live in one hash slot. See doc.go for the
 -- design and contract.go for every layout.
--- The call's header (see one) and the latest cursor of a full new
--- bucket it did not store (decimal).
-local OP, EXPIRE, PID, IDMODE, NITEMS, FLOOR, forgot
-
 local function raise(a)
   if not forgot or deccmp(a, forgot) > 0 then forgot = a end
 end
@@ -236,10 +232,9 @@ local function claim()
   return nil, true
 end
 
--- run decides every item in order on its bucket's running state: whether
--- all were allowed, the buckets in order of first use, each item's result.
-local function run(big)
-  local recs = redis.call('MGET', unpack(KEYS, 1, NITEMS))
+-- run decides every item in order on its bucket's running state (recs
+-- are their records as stored): whether all were allowed, the buckets in order of first use, each item's result.
+local function run(big, recs)
   local works, order, res, allowed = {}, {}, {}, true
   for i = 1, NITEMS do
     local key, b = KEYS[i], HEADER_ARGS + (i - 1) * ITEM_ARGS
@@ -321,7 +316,10 @@ end
 local function decideop(reserve)
   local replay, keep = claim()
   if replay then return replay end
-  local allowed, order, res = run(reserve)
+  local recs = redis.call('MGET', unpack(KEYS, 1, NITEMS))
+  local lean = {}
+  if leanload(recs, lean) then return leandecide(lean) end
+  local allowed, order, res = run(reserve, recs)
   local reply = {}
   reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, keep and 1 or 0
   for i = 1, NITEMS do answer(reply, i, res[i], allowed, reserve) end
