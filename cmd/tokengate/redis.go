@@ -101,14 +101,16 @@ func (r redisSettings) check() error {
 type backend struct {
 	name  string
 	store store.Store
-	local store.Store  // on_store_error: local's budget; nil for memory
-	ready func() error // for /readyz; nil: always ready
-	close func()
+	local store.Store // on_store_error: local's budget; nil for memory
+	// health reports why the store cannot decide now (server.Options.Store);
+	// nil: it always can.
+	health func() error
+	close  func()
 }
 
 // openRedis builds the Redis store, with the local budget of
 // on_store_error: local, both with their metrics on reg. When Redis cannot
-// be reached at start, tokengate serves anyway (not ready, every rule's
+// be reached at start, tokengate serves anyway (degraded, every rule's
 // on_store_error answering) and keeps connecting in the background, so
 // that replicas started during an outage recover when Redis returns; but a
 // setting no retry can fix (redis.ErrConfig: a bad CA file, TLS on one side
@@ -177,7 +179,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	} else {
 		lz.use(c)
 	}
-	return &backend{name: "redis", store: lz, local: budget, ready: lz.ready, close: lz.close}, nil
+	return &backend{name: "redis", store: lz, local: budget, health: lz.health, close: lz.close}, nil
 }
 
 // checkRedisLimits says, once per store (at start, or when a background
@@ -230,7 +232,7 @@ func (l *lazyRedis) Decide(ctx context.Context, req *store.Request, results []st
 	return store.Outcome{}, errNotConnected
 }
 
-func (l *lazyRedis) ready() error {
+func (l *lazyRedis) health() error {
 	if c := l.c.Load(); c != nil {
 		return c.st.Ping(context.Background())
 	}

@@ -71,7 +71,7 @@ func serve(args []string, stderr io.Writer) error {
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
-		Policy: current, Ready: st.ready, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
+		Policy: current, Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
 	})
 	if err != nil {
 		return err

@@ -31,6 +31,8 @@ type settings struct {
 	ShutdownTimeout time.Duration
 	JanitorInterval time.Duration
 	ReplayWindow    time.Duration
+	// ReadyRequiresStore: not ready while the store fails (server.Options).
+	ReadyRequiresStore bool
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
@@ -49,6 +51,7 @@ func loadSettings(args []string) (settings, error) {
 	fs.Int("max-buckets", 1_000_000, "most buckets the memory store holds")
 	fs.String("log-level", "info", "debug, info, warn or error")
 	fs.String("log-format", "json", "json or text")
+	fs.Bool("ready-requires-store", false, "not ready (gRPC health, /readyz) while the store fails; by default tokengate stays ready while on_store_error answers, and reports the store on gRPC health service tokengate.store")
 	fs.Bool("pprof", false, "serve /debug/pprof/ on the HTTP address")
 	fs.Duration("shutdown-timeout", 10*time.Second, "longest wait for in-flight RPCs on SIGTERM")
 	fs.Duration("janitor-interval", 10*time.Second, "how often full and removed buckets are dropped")
@@ -78,18 +81,19 @@ func loadSettings(args []string) (settings, error) {
 		return settings{}, err
 	}
 	s := settings{
-		Policy:          v.GetString("policy"),
-		GRPCAddr:        v.GetString("grpc-addr"),
-		HTTPAddr:        v.GetString("http-addr"),
-		Store:           v.GetString("store"),
-		RedisAddr:       v.GetString("redis-addr"),
-		MaxBuckets:      v.GetInt("max-buckets"),
-		LogLevel:        v.GetString("log-level"),
-		LogFormat:       v.GetString("log-format"),
-		Pprof:           v.GetBool("pprof"),
-		ShutdownTimeout: v.GetDuration("shutdown-timeout"),
-		JanitorInterval: v.GetDuration("janitor-interval"),
-		ReplayWindow:    v.GetDuration("replay-window"),
+		Policy:             v.GetString("policy"),
+		GRPCAddr:           v.GetString("grpc-addr"),
+		HTTPAddr:           v.GetString("http-addr"),
+		Store:              v.GetString("store"),
+		RedisAddr:          v.GetString("redis-addr"),
+		MaxBuckets:         v.GetInt("max-buckets"),
+		LogLevel:           v.GetString("log-level"),
+		LogFormat:          v.GetString("log-format"),
+		Pprof:              v.GetBool("pprof"),
+		ReadyRequiresStore: v.GetBool("ready-requires-store"),
+		ShutdownTimeout:    v.GetDuration("shutdown-timeout"),
+		JanitorInterval:    v.GetDuration("janitor-interval"),
+		ReplayWindow:       v.GetDuration("replay-window"),
 	}
 	s.ExtAuthzDenyStatus, s.ForwardAuthDenyStatus = v.GetInt("ext-authz-deny-status"), v.GetInt("forward-auth-deny-status")
 	s.Redis = readRedisSettings(v)

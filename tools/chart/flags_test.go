@@ -36,7 +36,7 @@ func TestArgsAreFlags(t *testing.T) {
 	c := loadChart(t)
 	for _, v := range []string{
 		"",
-		`{settings: {pprof: true}, replicaCount: 2, perReplicaLimits: true}`,
+		`{settings: {pprof: true, readyRequiresStore: true}, replicaCount: 2, perReplicaLimits: true}`,
 		`{store: redis, replicaCount: 2, redis: {addr: "r:6379", url: "rediss://r:6379", db: 1, sentinelMaster: m,
 		  password: {existingSecret: s}, timeout: 20ms, dialTimeout: 2s, poolSize: 8, keyPrefix: "tg:", localShare: 0.5}}`,
 		`{store: redis, redis: {addr: "r:6379", cluster: true}}`,
