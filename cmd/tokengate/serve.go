@@ -91,7 +91,7 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 		}
 		p.Activate()
 		reloaded(m, watch.Success, p, nil)
-		log.Info("policy loaded", slog.String("file", p.Name()), slog.Int64("revision", p.Revision()), slog.String("sha256", p.SHA256()))
+		log.Info("policy loaded", slog.String(watch.SourceKey, p.Name()), slog.Int64("revision", p.Revision()), slog.String("sha256", p.SHA256()))
 		return func() *policy.Policy { return p }, nil, nil
 	}
 	w, err := watch.New(watch.Options{

@@ -58,7 +58,7 @@ func loadSettings(args []string) (settings, error) {
 	fs.Duration("replay-window", 30*time.Second, "how long a request id is remembered")
 	fs.Int("ext-authz-deny-status", 429, "HTTP status Envoy's ext_authz answers a rate-limited request with")
 	fs.Int("forward-auth-deny-status", 429, "HTTP status /v1/check denies with (ingress-nginx auth-url needs 401 or 403)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return settings{}, err
 	}
 	if fs.NArg() > 0 {
@@ -196,12 +196,22 @@ func (s settings) check() error {
 	return nil
 }
 
+// logger is the logger of --log-level and --log-format, writing to w.
 func (s settings) logger(w io.Writer) *slog.Logger {
 	var l slog.Level
 	l.UnmarshalText([]byte(s.LogLevel))
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: durationsAsText}
 	if s.LogFormat == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationsAsText writes a duration as Go writes it ("10s", "1.5ms"), in
+// JSON too, where slog would write nanoseconds (10000000000).
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
