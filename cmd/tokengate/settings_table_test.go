@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,47 @@ func TestSettingsConfigFromEnvironment(t *testing.T) {
 	if _, err := loadSettings(nil); err == nil || !strings.Contains(err.Error(), file+":1: stroe: unknown key") {
 		t.Fatalf("error %v", err)
 	}
+}
+
+// TestSettingsLandInTheirOwnField: setting any one row changes exactly one
+// field of settings, and no two rows change the same one.
+func TestSettingsLandInTheirOwnField(t *testing.T) {
+	var base settings
+	settingFlags(&base)
+	owner := map[string]string{} // field path: setting
+	for _, st := range settingsTable {
+		var s settings
+		flags, rest := settingFlags(&s)
+		f := flags.Lookup(st.name)
+		if f == nil {
+			f = rest.Lookup(st.name)
+		}
+		value := map[string]string{"string": "x", "int": "7", "bool": "true", "float64": "0.25", "duration": "3s"}[f.Value.Type()]
+		if err := f.Value.Set(value); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		changed := diffFields(reflect.ValueOf(base), reflect.ValueOf(s), "")
+		if len(changed) != 1 {
+			t.Errorf("%s=%s changed fields %v, want one", st.name, value, changed)
+			continue
+		}
+		if other, ok := owner[changed[0]]; ok {
+			t.Errorf("%s and %s both land in %s", other, st.name, changed[0])
+		}
+		owner[changed[0]] = st.name
+	}
+}
+
+// diffFields lists the paths of the fields of structs a and b that differ.
+func diffFields(a, b reflect.Value, prefix string) []string {
+	var out []string
+	for i := range a.NumField() {
+		name := prefix + a.Type().Field(i).Name
+		if a.Field(i).Kind() == reflect.Struct {
+			out = append(out, diffFields(a.Field(i), b.Field(i), name+".")...)
+		} else if !a.Field(i).Equal(b.Field(i)) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
