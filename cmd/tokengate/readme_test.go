@@ -64,18 +64,17 @@ func replaceBlock(doc, block, body string) (string, error) {
 // settingsMarkdown is the table of the settings whose name keep accepts.
 func settingsMarkdown(keep func(name string) bool) string {
 	var s settings
-	flags, rest := settingFlags(&s)
+	bound := bindSettings(&s)
 	var b strings.Builder
 	b.WriteString("| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n")
 	for _, st := range settingsTable {
 		if !keep(st.name) {
 			continue
 		}
-		flagName, f := "(none)", flags.Lookup(st.name)
-		if f != nil {
+		_, f, _ := bound.lookup(st.name)
+		flagName := "(none)"
+		if st.from&fromFlag != 0 {
 			flagName = "`--" + st.name + "`"
-		} else {
-			f = rest.Lookup(st.name)
 		}
 		env := "(none)"
 		if st.from&fromEnv != 0 {

@@ -96,51 +96,55 @@ func envName(name string) string {
 	return "TOKENGATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// settingFlags binds every setting to s: the flags on flags, the settings
-// that are not flags on rest, each at its default.
-func settingFlags(s *settings) (flags, rest *pflag.FlagSet) {
-	flags = pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	flags.SortFlags = false // in the table's order
-	rest = pflag.NewFlagSet("serve", pflag.ContinueOnError)
+// boundSettings are the settings of settingsTable bound to one settings
+// value: the flags on flags, the settings that are not flags on rest, each
+// a pflag.Flag whose Value parses into its field.
+type boundSettings struct{ flags, rest *pflag.FlagSet }
+
+// bindSettings binds every setting to s, each at its default.
+func bindSettings(s *settings) boundSettings {
+	b := boundSettings{pflag.NewFlagSet("serve", pflag.ContinueOnError), pflag.NewFlagSet("serve", pflag.ContinueOnError)}
+	b.flags.SortFlags = false // in the table's order
 	for _, st := range settingsTable {
 		if st.from&fromFlag != 0 {
-			st.bind(flags, s)
+			st.bind(b.flags, s)
 		} else {
-			st.bind(rest, s)
+			st.bind(b.rest, s)
 		}
 	}
-	return flags, rest
+	return b
+}
+
+// lookup finds a setting and its flag by name.
+func (b boundSettings) lookup(name string) (setting, *pflag.Flag, bool) {
+	for _, st := range settingsTable {
+		if st.name == name {
+			if f := b.flags.Lookup(name); f != nil {
+				return st, f, true
+			}
+			return st, b.rest.Lookup(name), true
+		}
+	}
+	return setting{}, nil, false
 }
 
 // loadSettings reads serve's settings from args, the TOKENGATE_*
 // environment and the settings file, and checks them.
 func loadSettings(args []string) (settings, error) {
 	var s settings
-	flags, rest := settingFlags(&s)
-	if err := parseFlags(flags, args); err != nil {
+	b := bindSettings(&s)
+	if err := parseFlags(b.flags, args); err != nil {
 		return settings{}, withNotes(err, settingsNotes())
 	}
-	if flags.NArg() > 0 {
-		return settings{}, fmt.Errorf("serve takes no arguments, got %q", flags.Args())
-	}
-	lookup := func(name string) (setting, *pflag.Flag, bool) {
-		f := flags.Lookup(name)
-		if f == nil {
-			f = rest.Lookup(name)
-		}
-		for _, st := range settingsTable {
-			if st.name == name {
-				return st, f, true
-			}
-		}
-		return setting{}, nil, false
+	if b.flags.NArg() > 0 {
+		return settings{}, fmt.Errorf("serve takes no arguments, got %q", b.flags.Args())
 	}
 	given := map[string]bool{} // by a flag or the environment: the file does not override
-	flags.Visit(func(f *pflag.Flag) { given[f.Name] = true })
+	b.flags.Visit(func(f *pflag.Flag) { given[f.Name] = true })
 
-	errs := fromEnvironment(os.Environ(), lookup, given)
+	errs := fromEnvironment(os.Environ(), b, given)
 	if s.Config != "" {
-		errs = append(errs, fromSettingsFile(s.Config, lookup, given)...)
+		errs = append(errs, fromSettingsFile(s.Config, b, given)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return settings{}, err
@@ -149,14 +153,11 @@ func loadSettings(args []string) (settings, error) {
 	return s, s.check()
 }
 
-// settingLookup finds a setting and its flag by name.
-type settingLookup func(name string) (setting, *pflag.Flag, bool)
-
 // fromEnvironment sets every TOKENGATE_* variable of env (KEY=value
 // pairs) that is not empty and whose setting no flag gave, and marks it
 // given. An unknown variable, or a value that does not parse, is an error
 // naming the variable (and the value: a password never fails to parse).
-func fromEnvironment(env []string, lookup settingLookup, given map[string]bool) []error {
+func fromEnvironment(env []string, b boundSettings, given map[string]bool) []error {
 	byEnv := map[string]string{}
 	for _, st := range settingsTable {
 		if st.from&fromEnv != 0 {
@@ -177,7 +178,7 @@ func fromEnvironment(env []string, lookup settingLookup, given map[string]bool) 
 		if val == "" || given[name] {
 			continue // empty is unset; a flag wins
 		}
-		_, f, _ := lookup(name)
+		_, f, _ := b.lookup(name)
 		if err := f.Value.Set(val); err != nil {
 			errs = append(errs, fmt.Errorf("environment variable %s=%q: want %s (--%s)", key, val, wants(f), name))
 			continue
@@ -190,7 +191,7 @@ func fromEnvironment(env []string, lookup settingLookup, given map[string]bool) 
 // fromSettingsFile sets every key of the settings file path whose setting no flag
 // or variable gave. An unknown key, one given twice, or a value that does
 // not parse, is an error with the file, the key's line and the value.
-func fromSettingsFile(path string, lookup settingLookup, given map[string]bool) []error {
+func fromSettingsFile(path string, b boundSettings, given map[string]bool) []error {
 	entries, err := readSettingsFile(path)
 	if err != nil {
 		return []error{fmt.Errorf("settings file %w", err)}
@@ -199,7 +200,7 @@ func fromSettingsFile(path string, lookup settingLookup, given map[string]bool) 
 	seen := map[string]int{}
 	for _, e := range entries {
 		at := fmt.Sprintf("settings file %s:%d: %s", path, e.line, e.key)
-		st, f, ok := lookup(e.key)
+		st, f, ok := b.lookup(e.key)
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("%s: unknown key%s", at, suggest(e.key, func(n string) string { return n })))

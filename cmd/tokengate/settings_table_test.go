@@ -25,9 +25,9 @@ func TestSettingsKeepTheirNames(t *testing.T) {
 		"ext-authz-deny-status": "int 429", "forward-auth-deny-status": "int 429",
 	}
 	var s settings
-	flags, rest := settingFlags(&s)
+	b := bindSettings(&s)
 	for name, want := range was {
-		f := flags.Lookup(name)
+		f := b.flags.Lookup(name)
 		if f == nil {
 			t.Errorf("--%s is gone", name)
 			continue
@@ -36,7 +36,7 @@ func TestSettingsKeepTheirNames(t *testing.T) {
 			t.Errorf("--%s: %s, was %s", name, got, want)
 		}
 	}
-	if flags.Lookup("redis-password") != nil || rest.Lookup("redis-password") == nil {
+	if b.flags.Lookup("redis-password") != nil || b.rest.Lookup("redis-password") == nil {
 		t.Error("redis-password must be a setting and never a flag")
 	}
 }
@@ -169,15 +169,11 @@ func TestSettingsConfigFromEnvironment(t *testing.T) {
 // field of settings, and no two rows change the same one.
 func TestSettingsLandInTheirOwnField(t *testing.T) {
 	var base settings
-	settingFlags(&base)
+	bindSettings(&base)
 	owner := map[string]string{} // field path: setting
 	for _, st := range settingsTable {
 		var s settings
-		flags, rest := settingFlags(&s)
-		f := flags.Lookup(st.name)
-		if f == nil {
-			f = rest.Lookup(st.name)
-		}
+		_, f, _ := bindSettings(&s).lookup(st.name)
 		value := map[string]string{"string": "x", "int": "7", "bool": "true", "float64": "0.25", "duration": "3s"}[f.Value.Type()]
 		if err := f.Value.Set(value); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
