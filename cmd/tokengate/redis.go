@@ -47,6 +47,9 @@ type redisSettings struct {
 	DenyCacheBytes     int
 	DenyCacheAge       time.Duration
 	ClockStepTolerance time.Duration
+	// Batching (redis.BatchOptions): 0 calls in flight turns it off.
+	BatchInFlight int
+	BatchMaxItems int
 	// WatchEvery is how often Redis is pinged to log it lost or back,
 	// traffic or not (redisWatchEvery; not a flag, tests shorten it).
 	WatchEvery time.Duration
@@ -78,6 +81,8 @@ func (r redisSettings) check() error {
 		return fmt.Errorf("--redis-admission-wait %v: want 0 (half of --redis-timeout) or less than --redis-timeout %v", r.AdmissionWait, r.Timeout)
 	case r.DenyCacheBytes < 0:
 		return fmt.Errorf("--redis-deny-cache-bytes %d: want a size, or 0 to turn the cache off", r.DenyCacheBytes)
+	case r.BatchInFlight < 0 || r.BatchMaxItems < 1:
+		return fmt.Errorf("--redis-batch-in-flight %d, --redis-batch-max-items %d: want calls in flight (0: no batching) and at least 1 bucket", r.BatchInFlight, r.BatchMaxItems)
 	case r.DenyCacheAge <= 0 || r.ClockStepTolerance <= 0:
 		return fmt.Errorf("--redis-deny-cache-age and --redis-clock-step-tolerance must be positive")
 	}
@@ -100,6 +105,7 @@ func (r redisSettings) storeOptions(client rueidis.Client, replayWindow time.Dur
 			Budget: off(r.AdmissionBudget), HeavyShare: r.AdmissionHeavyShare, Light: r.AdmissionLight, Wait: r.AdmissionWait,
 		},
 		DenyCacheBytes: off(r.DenyCacheBytes), DenyCacheAge: r.DenyCacheAge,
+		Batch: redis.BatchOptions{MaxInFlight: off(r.BatchInFlight), MaxItems: r.BatchMaxItems},
 		Clock: clk, Registerer: reg, Logger: log,
 	}
 }

@@ -81,6 +81,10 @@ var settingsTable = []setting{
 		func(s *settings) *int { return &s.Redis.DenyCacheBytes }),
 	opt("redis-deny-cache-age", time.Second, "longest a snapshot answers: how long a refund or policy change made through another replica can go unseen",
 		func(s *settings) *time.Duration { return &s.Redis.DenyCacheAge }),
+	opt("redis-batch-in-flight", 2, "most Redis calls one replica has in flight; requests that arrive meanwhile share the next call (0: every request its own call)",
+		func(s *settings) *int { return &s.Redis.BatchInFlight }),
+	opt("redis-batch-max-items", 128, "most buckets in one shared call",
+		func(s *settings) *int { return &s.Redis.BatchMaxItems }),
 	opt("redis-clock-step-tolerance", 6*time.Hour, "how long a key outlives its bucket's full instant: the largest forward step of the Redis host's clock that expires no bucket early (budget Redis memory for it)",
 		func(s *settings) *time.Duration { return &s.Redis.ClockStepTolerance }),
 }
