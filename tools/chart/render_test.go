@@ -67,6 +67,7 @@ type objects struct {
 	PDB            *policyv1.PodDisruptionBudget
 	HPA            *autoscalingv2.HorizontalPodAutoscaler
 	ServiceMonitor *monitoringv1.ServiceMonitor
+	PrometheusRule *monitoringv1.PrometheusRule
 	Notes          string
 	Kinds          []string // every kind rendered, sorted
 }
@@ -145,6 +146,9 @@ func (o *objects) add(file string, doc []byte) error {
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		o.ServiceMonitor = new(monitoringv1.ServiceMonitor)
 		dst = o.ServiceMonitor
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		o.PrometheusRule = new(monitoringv1.PrometheusRule)
+		dst = o.PrometheusRule
 	default:
 		return fmt.Errorf("unexpected %s %s", meta.APIVersion, meta.Kind)
 	}
