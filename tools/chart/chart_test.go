@@ -244,6 +244,7 @@ func checkAlways(t *testing.T, o *objects) {
 	}
 	ct := spec.Containers[0]
 	checkSecurity(t, spec.SecurityContext, ct.SecurityContext)
+	checkInitContainer(t, spec)
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		t.Error("the service account token is mounted")
 	}

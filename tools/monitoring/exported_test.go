@@ -7,9 +7,6 @@ package monitoring_test
 
 import (
 	"fmt"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -19,6 +16,7 @@ import (
 
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/tools/internal/build"
 )
 
 // exported maps each sample name (a histogram's _bucket, _sum and _count)
@@ -74,7 +72,7 @@ func (e exported) sample(name string, m *dto.Metric, extra ...string) {
 // the union of what both exported.
 func scrapeTokengate(t *testing.T) exported {
 	t.Helper()
-	bin := buildTokengate(t)
+	bin := build.Tokengate(t)
 	e := exported{}
 	for name, run := range map[string]func(*testing.T, string) string{"memory": driveMemory, "redis": driveRedis} {
 		page := run(t, bin)
@@ -83,26 +81,6 @@ func scrapeTokengate(t *testing.T) exported {
 		}
 	}
 	return e
-}
-
-// repoRoot is the main module's directory, found from this file.
-func repoRoot(t *testing.T) string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-func buildTokengate(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tokengate")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tokengate")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // memoryPolicy has a bucket that runs dry, a shadow rule and a capacity a

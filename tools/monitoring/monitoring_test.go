@@ -19,6 +19,8 @@ import (
 
 	"github.com/prometheus/prometheus/promql/parser"
 	"gopkg.in/yaml.v3"
+
+	"github.com/tokengate/tokengate/tools/internal/build"
 )
 
 // ruleFile is a Prometheus rule file, decoded strictly.
@@ -47,7 +49,7 @@ type query struct {
 }
 
 func filesDir(t *testing.T) string {
-	return filepath.Join(repoRoot(t), "charts", "tokengate", "files")
+	return filepath.Join(build.Root(t), "charts", "tokengate", "files")
 }
 
 func alertQueries(t *testing.T) []query {
