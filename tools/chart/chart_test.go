@@ -37,7 +37,7 @@ func TestRender(t *testing.T) {
 		check  func(t *testing.T, o *objects)
 	}{
 		{"defaults", "", func(t *testing.T, o *objects) {
-			want := []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"}
+			want := []string{"ConfigMap", "ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "Service", "ServiceAccount"}
 			if !slices.Equal(o.Kinds, want) {
 				t.Errorf("kinds %v, want %v", o.Kinds, want)
 			}
@@ -245,6 +245,7 @@ func checkAlways(t *testing.T, o *objects) {
 	ct := spec.Containers[0]
 	checkSecurity(t, spec.SecurityContext, ct.SecurityContext)
 	checkInitContainer(t, spec)
+	checkPolicyJob(t, o)
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		t.Error("the service account token is mounted")
 	}
@@ -287,8 +288,8 @@ func checkAlways(t *testing.T, o *objects) {
 		}
 	}
 	for _, cm := range o.ConfigMaps {
-		if !strings.HasSuffix(cm.Name, "-policy") {
-			continue // the dashboard's
+		if _, ok := cm.Labels["grafana_dashboard"]; ok {
+			continue
 		}
 		for key, data := range cm.Data {
 			p, err := policy.Parse(key, []byte(data))

@@ -76,6 +76,18 @@ func TestPolicyChecks(t *testing.T) {
 	}
 }
 
+// TestPolicyJobOff: policy.validateJob false renders no hook (for `helm
+// template | kubectl apply`), and the init container stays.
+func TestPolicyJobOff(t *testing.T) {
+	o, err := render(t, loadChart(t), values(t, "policy: {validateJob: false}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Job != nil || len(o.ConfigMaps) != 1 || len(o.Deployment.Spec.Template.Spec.InitContainers) != 1 {
+		t.Errorf("validateJob false renders %v with %d init containers", o.Kinds, len(o.Deployment.Spec.Template.Spec.InitContainers))
+	}
+}
+
 // TestInitContainerRefusesBadPolicy runs the init container's command, the
 // built binary on the rendered ConfigMap's policy: the default policy
 // passes, a policy that passes the render-time check but not tokengate's
@@ -150,5 +162,66 @@ func TestTemplateWithoutKubeVersion(t *testing.T) {
 	}
 	if !reflect.DeepEqual(files, files131) {
 		t.Error("the chart renders differently without --kube-version: a template depends on .Capabilities.KubeVersion")
+	}
+}
+
+// checkPolicyJob holds for every rendering: with a policy ConfigMap and
+// policy.validateJob, a pre-install,pre-upgrade hook Job runs the init
+// container's validation on the policy about to be applied (a hook
+// ConfigMap with the same data, or the existing ConfigMap), and its pod is
+// one that neither the Service nor the PodDisruptionBudget selects.
+func checkPolicyJob(t *testing.T, o *objects) {
+	t.Helper()
+	pod := o.Deployment.Spec.Template.Spec
+	if len(pod.InitContainers) == 0 {
+		if o.Job != nil {
+			t.Error("a policy-check Job without a policy")
+		}
+		return
+	}
+	j := o.Job
+	if j == nil {
+		return // policy.validateJob: false
+	}
+	for _, kv := range [][2]string{{"helm.sh/hook", "pre-install,pre-upgrade"}, {"helm.sh/hook-weight", "0"}, {"helm.sh/hook-delete-policy", "before-hook-creation,hook-succeeded"}} {
+		if j.Annotations[kv[0]] != kv[1] {
+			t.Errorf("Job annotation %s = %q, want %q", kv[0], j.Annotations[kv[0]], kv[1])
+		}
+	}
+	if j.Spec.BackoffLimit == nil || *j.Spec.BackoffLimit != 0 || j.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("Job retries: backoffLimit %v, restartPolicy %s", j.Spec.BackoffLimit, j.Spec.Template.Spec.RestartPolicy)
+	}
+	spec := j.Spec.Template.Spec
+	if len(spec.Containers) != 1 || !reflect.DeepEqual(spec.Containers[0], pod.InitContainers[0]) {
+		t.Errorf("Job containers %+v, want the init container %+v", spec.Containers, pod.InitContainers[0])
+	}
+	checkSecurity(t, spec.SecurityContext, spec.Containers[0].SecurityContext)
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("the Job mounts a service account token")
+	}
+	if selects(t, o.Service.Spec.Selector, j.Spec.Template.Labels) || selects(t, o.PDB.Spec.Selector.MatchLabels, j.Spec.Template.Labels) {
+		t.Errorf("Job pod labels %v are selected by the Service or the PDB", j.Spec.Template.Labels)
+	}
+	jv, dv := findVolume(spec.Volumes, "policy"), findVolume(pod.Volumes, "policy")
+	if jv == nil || jv.ConfigMap == nil || !reflect.DeepEqual(jv.ConfigMap.Items, dv.ConfigMap.Items) {
+		t.Fatalf("Job policy volume %+v, the pods' %+v", jv, dv)
+	}
+	if jv.ConfigMap.Name == dv.ConfigMap.Name {
+		return // an existing ConfigMap: the chart does not write it
+	}
+	var hook, served *corev1.ConfigMap
+	for _, cm := range o.ConfigMaps {
+		switch cm.Name {
+		case jv.ConfigMap.Name:
+			hook = cm
+		case dv.ConfigMap.Name:
+			served = cm
+		}
+	}
+	if hook == nil || served == nil || !reflect.DeepEqual(hook.Data, served.Data) {
+		t.Fatalf("the Job's ConfigMap %s does not hold the policy the pods get", jv.ConfigMap.Name)
+	}
+	if hook.Annotations["helm.sh/hook"] != "pre-install,pre-upgrade" || hook.Annotations["helm.sh/hook-weight"] != "-1" {
+		t.Errorf("hook ConfigMap annotations %v: it must exist before the Job", hook.Annotations)
 	}
 }

@@ -168,3 +168,34 @@ Call with (dict "probe" .Values.readinessProbe "root" $).
 - {{ printf "--redis-local-share=%v" ($r.localShare) | quote }}
 {{- end }}
 {{- end }}
+
+{{/*
+tokengate.validateContainer: `tokengate validate` on the policy mounted at
+/etc/tokengate, with tokengate's image, resources and security context:
+the Deployment's init container and the policy-check Job's container.
+*/}}
+{{- define "tokengate.validateContainer" -}}
+- name: validate-policy
+  image: {{ include "tokengate.image" . | quote }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  args:
+    - validate
+    - /etc/tokengate/policy.yaml
+  {{- with .Values.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.securityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  volumeMounts:
+    - name: policy
+      mountPath: /etc/tokengate
+      readOnly: true
+{{- end }}
+
+{{/* tokengate.policyData: the data of a ConfigMap holding policy.content. */}}
+{{- define "tokengate.policyData" -}}
+{{- dict .Values.policy.key .Values.policy.content | toYaml }}
+{{- end }}
