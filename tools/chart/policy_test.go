@@ -183,7 +183,8 @@ func checkPolicyJob(t *testing.T, o *objects) {
 	if j == nil {
 		return // policy.validateJob: false
 	}
-	for _, kv := range [][2]string{{"helm.sh/hook", "pre-install,pre-upgrade"}, {"helm.sh/hook-weight", "0"}, {"helm.sh/hook-delete-policy", "before-hook-creation,hook-succeeded"}} {
+	for _, kv := range [][2]string{{"helm.sh/hook", "pre-install,pre-upgrade"}, {"helm.sh/hook-weight", "0"}, {"helm.sh/hook-delete-policy", "before-hook-creation,hook-succeeded"},
+		{"helm.sh/hook-output-log-policy", "hook-failed"}} {
 		if j.Annotations[kv[0]] != kv[1] {
 			t.Errorf("Job annotation %s = %q, want %q", kv[0], j.Annotations[kv[0]], kv[1])
 		}
