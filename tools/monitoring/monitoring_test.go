@@ -318,3 +318,31 @@ func keys(m map[string]bool) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestREADMEListsAlerts: README's "Dashboards and alerts" names every
+// alert of alerts.yaml, and no other.
+func TestREADMEListsAlerts(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(build.Root(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Dashboards and alerts\n")
+	if !ok {
+		t.Fatal(`README.md has no "Dashboards and alerts" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("`(Tokengate[A-Za-z]+)`").FindAllStringSubmatch(section, -1) {
+		listed[m[1]] = true
+	}
+	for _, q := range alertQueries(t) {
+		name := strings.TrimPrefix(q.where, "alert ")
+		if !listed[name] {
+			t.Errorf("README.md does not list the alert %s", name)
+		}
+		delete(listed, name)
+	}
+	for name := range listed {
+		t.Errorf("README.md lists %s, which alerts.yaml does not have", name)
+	}
+}
