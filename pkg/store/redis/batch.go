@@ -6,7 +6,8 @@ package redis
 // A Redis function call has a fixed cost (the call, its argument tables,
 // its reply) that is a large part of a one-bucket decision's; under load a
 // replica has many requests in flight at once, and each paid it. Now at
-// most MaxInFlight calls of one Store are in flight: a request that finds
+// most MaxInFlight calls of one Store are in flight (within their
+// requests' deadlines): a request that finds
 // a free place is sent at once, alone (no delay when the replica is not
 // busy); the others queue, and when a call returns, the queue goes as the
 // next call, up to MaxItems buckets. Each request is still decided on its
@@ -15,9 +16,10 @@ package redis
 // (the script runs each under pcall).
 //
 // A queued request whose context ends before its batch is sent leaves the
-// queue with nothing decided; once sent, it is in the same ambiguity as an
-// unbatched call that times out. A batch's call has the latest deadline of
-// its requests, and no request's cancellation cancels it.
+// queue with nothing decided; one whose context ends once sent is
+// ambiguous (it may yet be charged), and its call goes on for lateWait
+// past the latest deadline of its batch so that its answer can settle the
+// question (ambiguous.go). No request's cancellation cancels a call.
 //
 // Cluster clients do not batch: the keys of two requests rarely share a
 // hash slot, and a call may only touch one.
@@ -36,6 +38,10 @@ import (
 // errQueued: a request's context ended while it waited for a batch; it
 // was never sent, so nothing was decided.
 var errQueued = errors.New("not sent: queued behind the calls in flight")
+
+// errLate: a request's context ended while its call was out; the call
+// may yet be decided (ambiguous.go).
+var errLate = errors.New("sent, not answered in time")
 
 // BatchOptions tune batching; zero fields take the defaults in brackets.
 type BatchOptions struct {
@@ -84,23 +90,27 @@ func newBatcher(s *Store, o BatchOptions) *batcher {
 	return &batcher{s: s, opts: o}
 }
 
-// do runs one request's call, in a batch when others are in flight.
-func (b *batcher) do(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, error) {
+// do runs one request's call, in a batch when others are in flight. A
+// call is always sent by a goroutine of its own (send), so that a request
+// whose context ends returns then, while its call may still be answered:
+// on errLate the call is out and queued.done closes when its answer (or
+// the end of the wait for it) is in.
+func (b *batcher) do(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, *queued, error) {
+	dl, _ := ctx.Deadline()
+	w := &queued{keys: keys, args: args, deadline: dl, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.inFlight < b.opts.MaxInFlight {
 		b.inFlight++
+		w.taken = true
 		b.mu.Unlock()
-		reply, err := b.s.call(ctx, keys, args)
-		b.next()
-		return reply, err
+		go b.send([]*queued{w})
+	} else {
+		b.queue = append(b.queue, w)
+		b.mu.Unlock()
 	}
-	dl, _ := ctx.Deadline()
-	w := &queued{keys: keys, args: args, deadline: dl, done: make(chan struct{})}
-	b.queue = append(b.queue, w)
-	b.mu.Unlock()
 	select {
 	case <-w.done:
-		return w.reply, w.err
+		return w.reply, w, w.err
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
@@ -112,13 +122,13 @@ func (b *batcher) do(ctx context.Context, keys, args []string) ([]rueidis.RedisM
 				break
 			}
 		}
-		return nil, fmt.Errorf("%w: %w", errQueued, ctx.Err())
+		return nil, nil, fmt.Errorf("%w: %w", errQueued, ctx.Err())
 	}
-	return nil, ctx.Err()
+	return nil, w, fmt.Errorf("%w: %w", errLate, ctx.Err())
 }
 
-// next sends the queue, if any, as the next call (in its own goroutine:
-// the caller's own answer is in), else frees the caller's place.
+// next sends the queue, if any, as the next call, else frees the place
+// of the call that just returned.
 func (b *batcher) next() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -153,7 +163,6 @@ func (b *batcher) take() []*queued {
 
 // send runs a batch's calls as one and hands each its reply.
 func (b *batcher) send(batch []*queued) {
-	defer b.next()
 	var dl time.Time
 	for _, w := range batch {
 		if w.deadline.After(dl) {
@@ -163,7 +172,18 @@ func (b *batcher) send(batch []*queued) {
 	if dl.IsZero() {
 		dl = time.Now().Add(b.s.opts.Timeout)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), dl)
+	// The call's place in flight is freed when it returns or, if sooner,
+	// at its requests' deadline: the queue goes on, and new calls tell the
+	// breaker whether Redis answers, while this one waits lateWait more
+	// for an answer that says whether it charged (ambiguous.go).
+	var once sync.Once
+	free := func() { once.Do(b.next) }
+	late := time.AfterFunc(time.Until(dl), free)
+	defer func() {
+		late.Stop()
+		free()
+	}()
+	ctx, cancel := context.WithDeadline(context.Background(), dl.Add(lateWait))
 	defer cancel()
 	if len(batch) == 1 {
 		w := batch[0]

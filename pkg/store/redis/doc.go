@@ -128,7 +128,9 @@
 // failures open a circuit breaker: calls fail at once with
 // store.ErrUnavailable for a backoff (100ms doubling to 5s, with jitter),
 // then one probe call tries Redis again; success closes it. What an answer
-// is while Redis fails is each rule's on_store_error (pkg/service).
+// is while Redis fails is each rule's on_store_error (pkg/service). A call
+// still out at its request's deadline may yet charge: ambiguous.go
+// refunds the charge of a request that on_store_error refused.
 //
 // Store is safe for concurrent use.
 package redis

@@ -271,7 +271,11 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	keys, args := s.decideArgs(req, tags, now)
 	var msgs []rueidis.RedisMessage
 	if s.batch != nil {
-		msgs, err = s.batch.do(ctx, keys, args)
+		var w *queued
+		msgs, w, err = s.batch.do(ctx, keys, args)
+		if errors.Is(err, errLate) {
+			err = s.ambiguous(err, w, req, raw, keys, now)
+		}
 	} else {
 		msgs, err = s.call(ctx, keys, args)
 	}
