@@ -6,6 +6,8 @@
 //	                                            show which rule a descriptor matches
 //	tokengate explain --policy FILE --front-door forward_auth --header X-User=alice --path /api/x
 //	                                            show the descriptors a front door builds
+//	tokengate simulate --policy FILE --trace FILE [--plot OUT.png] [--format text|json] [--compare FILE2]
+//	                                            replay a trace through a policy offline
 //	tokengate version                           print the version
 package main
 
@@ -36,6 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = validate(args, stdout)
 	case "explain":
 		err = explain(args, stdout)
+	case "simulate":
+		err = simulateCmd(args, stdout)
 	case "version":
 		fmt.Fprintln(stdout, "tokengate", versionString())
 	case "help":
@@ -59,6 +63,8 @@ const usage = `usage:
         [--remote-address IP] [--method M] [--path P] [--host H] [--scheme S] [--header Name=value ...]
                                    show the descriptors a front door builds for a request
                                    and the rule each one hits
+  tokengate simulate --policy FILE --trace FILE [--plot OUT.png] [--format text|json] [--compare FILE2]
+                                   replay a trace through a policy on a simulated clock
   tokengate version                print the version
 `
 

@@ -70,6 +70,7 @@ func WritePNG(w io.Writer, results []*Result) error {
 		}
 	}
 	for _, p := range []*panel{allowed, rejected, tokens} {
+		p.X.Max = float64(bins * width)
 		// Room above the lines for the legend, one line per entry.
 		p.Y.Max = max(p.Y.Max, 1) * (1.1 + 0.07*float64(p.entries))
 	}

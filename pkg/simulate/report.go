@@ -70,21 +70,28 @@ func WriteText(w io.Writer, trace string, results []*Result) error {
 		return nil
 	}
 	first := results[0]
-	fmt.Fprintf(w, "trace %s: %d requests over %ss\n", trace, first.Requests, FormatSeconds(first.End))
-	for _, r := range results {
-		fmt.Fprintf(w, "policy %s: %d over limit, %d descriptors without a rule\n", r.Policy, r.OverLimit, r.NoRule)
+	fmt.Fprintf(w, "trace %s: %s over %ss\n", trace, plural(first.Requests, "request"), FormatSeconds(first.End))
+	for i, r := range results {
+		name := "policy"
+		if len(results) > 1 {
+			name = fmt.Sprintf("policy %d", i+1)
+		}
+		fmt.Fprintf(w, "%s %s: %d over limit, %s without a rule\n", name, r.Policy, r.OverLimit, plural(r.NoRule, "descriptor"))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	columns := "allowed\trejected\trefused\tblocked\trefunds\tfirst dry"
 	if len(results) > 1 {
 		row := []string{"", ""}
-		for _, r := range results {
-			row = append(row, r.Policy, "", "", "", "", "")
+		for i := range results {
+			row = append(row, fmt.Sprintf("policy %d", i+1), "", "", "", "", "")
 		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
+		fmt.Fprintln(tw, strings.TrimRight(strings.Join(row, "\t"), "\t"))
 	}
-	fmt.Fprintln(tw, "domain\trule\t"+strings.Repeat(columns+"\t", len(results)))
+	head := []string{"domain", "rule"}
+	for range results {
+		head = append(head, "allowed", "rejected", "refused", "blocked", "refunds", "first dry")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	byKey := make([]map[ruleKey]*RuleResult, len(results))
 	for i, r := range results {
 		byKey[i] = make(map[ruleKey]*RuleResult, len(r.Rules))
@@ -112,7 +119,7 @@ func WriteText(w io.Writer, trace string, results []*Result) error {
 			}
 			row = append(row, dry)
 		}
-		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
 }
@@ -133,4 +140,11 @@ func ruleKeys(results []*Result) []ruleKey {
 		}
 	}
 	return keys
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.FormatInt(n, 10) + " " + what + "s"
 }
