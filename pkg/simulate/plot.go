@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,10 +44,11 @@ func WritePNG(w io.Writer, results []*Result) error {
 	tokens := newPanel("fewest tokens in the hottest buckets")
 	colours := map[ruleKey]int{}
 	followed := false
+	names := shortNames(results)
 	for i, r := range results {
 		prefix := ""
 		if len(results) > 1 {
-			prefix = r.Policy + " "
+			prefix = names[i] + " "
 		}
 		for _, rr := range plotted(r.Rules) {
 			k := ruleKey{rr.Domain, rr.Rule}
@@ -78,11 +80,7 @@ func WritePNG(w io.Writer, results []*Result) error {
 	if followed {
 		rows = append(rows, []*plot.Plot{tokens.Plot})
 	}
-	titles := make([]string, len(results))
-	for i, r := range results {
-		titles[i] = r.Policy
-	}
-	allowed.Title.Text = "tokengate simulate: " + strings.Join(titles, " (solid) vs ")
+	allowed.Title.Text = "tokengate simulate: " + strings.Join(names, " (solid) vs ")
 	if len(results) > 1 {
 		allowed.Title.Text += " (dashed)"
 	}
@@ -102,6 +100,22 @@ func WritePNG(w io.Writer, results []*Result) error {
 type panel struct {
 	*plot.Plot
 	entries int
+}
+
+// shortNames are the policies' file names without their directories,
+// unless that makes two alike.
+func shortNames(results []*Result) []string {
+	names := make([]string, len(results))
+	for i, r := range results {
+		names[i] = filepath.Base(r.Policy)
+		if slices.Contains(names[:i], names[i]) {
+			for j, r := range results {
+				names[j] = r.Policy
+			}
+			break
+		}
+	}
+	return names
 }
 
 func newPanel(y string) *panel {

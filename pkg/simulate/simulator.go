@@ -137,7 +137,7 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 	var calls [2]*storeCall // enforced, shadow
 	for i := range s.rec.calls {
 		c := &s.rec.calls[i]
-		if len(c.items) > 0 && s.byVersion[c.items[0].version].Shadow {
+		if r := s.rule(c); r != nil && r.Shadow {
 			calls[1] = c
 		} else {
 			calls[0] = c
@@ -174,6 +174,16 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 		}
 		s.bucket(at, it, r, req, i)
 	}
+}
+
+// rule is the rule of a store call's first item: every item of a call is
+// of a rule of the policy, and the items of one call are all shadow or all
+// enforced.
+func (s *Simulator) rule(c *storeCall) *policy.Rule {
+	if len(c.items) == 0 {
+		return nil
+	}
+	return s.byVersion[c.items[0].version]
 }
 
 // classify is one item's outcome; whole says whether its whole request
