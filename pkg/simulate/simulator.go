@@ -48,6 +48,7 @@ type Simulator struct {
 	clk       *clock.Fake
 	svc       *service.Service
 	rec       *recorder
+	metrics   *metrics.Metrics // the service's own counts
 	byRule    map[*policy.Rule]*RuleResult
 	byVersion map[*bucket.Version]*policy.Rule
 	result    Result
@@ -67,7 +68,7 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 	s := &Simulator{
 		pol: pol, clk: new(clock.Fake),
 		byRule: map[*policy.Rule]*RuleResult{}, byVersion: map[*bucket.Version]*policy.Rule{},
-		result: Result{Policy: pol.Name()},
+		result: Result{Policy: pol.Name()}, metrics: metrics.New(prometheus.NewRegistry()),
 	}
 	s.rec = &recorder{st: memory.New(memory.Options{MaxBuckets: opts.MaxBuckets, Clock: s.clk})}
 	switch {
@@ -92,7 +93,7 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 	}
 	svc, err := service.New(service.Options{
 		Policy: func() *policy.Policy { return pol }, Store: s.rec, StoreName: "memory",
-		Metrics: metrics.New(prometheus.NewRegistry()), Clock: s.clk,
+		Metrics: s.metrics, Clock: s.clk,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
