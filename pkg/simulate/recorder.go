@@ -30,14 +30,21 @@ var _ store.Store = (*recorder)(nil)
 // storeCall is one Decide: its items, their results and the outcome.
 type storeCall struct {
 	items []decided
+	keys  []byte // the items' keys, back to back
 	out   store.Outcome
 }
 
 type decided struct {
-	version *bucket.Version
-	cost    int64
-	result  store.Result
-	key     int32 // the key's number in recorder.keys, -1 if none
+	version    *bucket.Version
+	cost       int64
+	result     store.Result
+	key        int32 // the key's number in recorder.keys, -1 if none
+	start, end int   // the key in storeCall.keys
+}
+
+// keyIs says whether item i's key is k.
+func (c *storeCall) keyIs(i int, k []byte) bool {
+	return string(c.keys[c.items[i].start:c.items[i].end]) == string(k)
 }
 
 func (r *recorder) reset() { r.calls = r.calls[:0] }
@@ -54,9 +61,11 @@ func (r *recorder) Decide(ctx context.Context, req *store.Request, results []sto
 		r.calls = append(r.calls, storeCall{})
 	}
 	c := &r.calls[len(r.calls)-1]
-	c.items, c.out = c.items[:0], out
+	c.items, c.keys, c.out = c.items[:0], c.keys[:0], out
 	for i, it := range req.Items {
-		c.items = append(c.items, decided{version: it.Version, cost: it.Cost, result: results[i], key: r.key(it.Key)})
+		start := len(c.keys)
+		c.keys = append(c.keys, it.Key...)
+		c.items = append(c.items, decided{version: it.Version, cost: it.Cost, result: results[i], key: r.key(it.Key), start: start, end: len(c.keys)})
 	}
 	return out, nil
 }

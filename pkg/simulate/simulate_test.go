@@ -226,3 +226,20 @@ func TestHottestBuckets(t *testing.T) {
 		t.Errorf("counts of the first run: %+v", res[0].Rules[0])
 	}
 }
+
+// TestRefusedBesideItsRule: of two descriptors of one rule, the one
+// refused before the store (an over-long value) is not taken for the
+// other's bucket: the bucket followed is the other's, charged nothing.
+func TestRefusedBesideItsRule(t *testing.T) {
+	trace := header + "0,edge,user=" + strings.Repeat("v", 4097) + "|user=a,\n"
+	res, err := Run(context.Background(), BytesTrace("t.csv", []byte(trace)), []*policy.Policy{parsePolicy(t, "p.yaml", testPolicy)}, RunOptions{Hot: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr := res[0].Rules[0]; rr.Refused != 1 || rr.Blocked != 1 || rr.Allowed != 0 {
+		t.Errorf("counts %+v", rr)
+	}
+	if b := res[0].Buckets; len(b) != 1 || b[0].Label != `edge/per-user["a"]` || fmt.Sprint(b[0].Tokens) != "[{0 10}]" {
+		t.Errorf("followed %+v", b)
+	}
+}

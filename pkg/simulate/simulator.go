@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/status"
@@ -56,6 +57,9 @@ type Simulator struct {
 	// rule of each.
 	counts []int64
 	ruleOf []*policy.Rule
+	// Scratch for count: a descriptor's entries and bucket key.
+	entryBuf []policy.Entry
+	key      []byte
 }
 
 // New returns a Simulator of pol with fresh buckets, at instant 0. It
@@ -124,9 +128,10 @@ func (s *Simulator) Decide(ctx context.Context, req *Request) error {
 // store's answer item by item; the service put one item in its batch per
 // descriptor of a limited rule, in descriptor order, except for a
 // descriptor it refused before asking the store (a cost above max_cost, an
-// over-long value), so walking the descriptors in order pairs each with
-// its item. Should two descriptors of one rule both be candidates, the
-// pairing might swap them, which changes no count of the rule.
+// over-long value). So walking the descriptors in order, a descriptor
+// whose bucket key is that of the next item of its batch is that item;
+// any other was refused. (Two descriptors with one key are one bucket:
+// which of them is which item changes nothing.)
 func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 	res := &s.result
 	res.Requests++
@@ -162,7 +167,8 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 			k = 1
 		}
 		c := calls[k]
-		if c == nil || next[k] >= len(c.items) || c.items[next[k]].version != r.Version {
+		s.key = r.AppendKey(s.key[:0], s.entries(req.Descriptors[i]))
+		if c == nil || next[k] >= len(c.items) || c.items[next[k]].version != r.Version || !c.keyIs(next[k], s.key) {
 			rr.add(at, outcomeRefused)
 			continue
 		}
@@ -175,6 +181,15 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 		}
 		s.bucket(at, it, r, req, i)
 	}
+}
+
+// entries are d's entries as the policy matches them.
+func (s *Simulator) entries(d *ratelimitv3.RateLimitDescriptor) []policy.Entry {
+	s.entryBuf = s.entryBuf[:0]
+	for _, e := range d.Entries {
+		s.entryBuf = append(s.entryBuf, policy.Entry{Key: e.Key, Value: e.Value})
+	}
+	return s.entryBuf
 }
 
 // rule is the rule of a store call's first item: every item of a call is
