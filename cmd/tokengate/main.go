@@ -39,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "explain":
 		err = explain(args, stdout)
 	case "simulate":
-		err = simulateCmd(args, stdout)
+		err = simulateCmd(args, os.Stdin, stdout)
 	case "version":
 		fmt.Fprintln(stdout, "tokengate", versionString())
 	case "help":

@@ -16,10 +16,10 @@ import (
 // simulateCmd is `tokengate simulate --policy FILE --trace FILE [--plot
 // OUT.png] [--format text|json] [--compare FILE2]`: it replays a trace
 // through the decision path on a simulated clock (package simulate).
-func simulateCmd(args []string, stdout io.Writer) error {
+func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("simulate", pflag.ContinueOnError)
 	file := fs.String("policy", "", "the policy file to replay the trace through (required)")
-	tracePath := fs.String("trace", "", "the trace: CSV (t,domain,entries,hits) or JSON lines (required)")
+	tracePath := fs.String("trace", "", "the trace: CSV (t,domain,entries,hits) or JSON lines, - for standard input (required)")
 	plotPath := fs.String("plot", "", "write a PNG of allowed and rejected per second and the hottest buckets' tokens")
 	format := fs.String("format", "text", "text (a table) or json")
 	compare := fs.String("compare", "", "a second policy file, replayed side by side with --policy")
@@ -55,7 +55,16 @@ func simulateCmd(args []string, stdout io.Writer) error {
 	if *plotPath != "" {
 		opts.Hot = max(*hot, 0)
 	}
-	results, err := simulate.Run(context.Background(), simulate.FileTrace(*tracePath), pols, opts)
+	trace := simulate.FileTrace(*tracePath)
+	if *tracePath == "-" {
+		// Read whole: --plot replays the trace twice.
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			return fmt.Errorf("simulate: standard input: %w", err)
+		}
+		trace = simulate.BytesTrace("stdin", data)
+	}
+	results, err := simulate.Run(context.Background(), trace, pols, opts)
 	if err != nil {
 		return err
 	}
@@ -67,7 +76,7 @@ func simulateCmd(args []string, stdout io.Writer) error {
 	if *format == "json" {
 		return simulate.WriteJSON(stdout, results)
 	}
-	if err := simulate.WriteText(stdout, *tracePath, results); err != nil {
+	if err := simulate.WriteText(stdout, trace.Name, results); err != nil {
 		return err
 	}
 	if *plotPath != "" {

@@ -126,3 +126,18 @@ func TestSimulateErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateStdin: --trace - reads the trace from standard input, also
+// with --plot, which replays it twice.
+func TestSimulateStdin(t *testing.T) {
+	trace := "t,domain,entries,hits\n" + strings.Repeat("0,public-api,api_key=k1,50\n", 11)
+	var out bytes.Buffer
+	plot := filepath.Join(t.TempDir(), "out.png")
+	if err := simulateCmd([]string{"--policy", "../../config/examples/api-gateway.yaml", "--trace", "-", "--plot", plot}, strings.NewReader(trace), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "trace stdin: 11 requests over 0s\n") ||
+		!strings.Contains(out.String(), "public-api  per-api-key  10       1         0        0        0        0s\n") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
