@@ -31,7 +31,8 @@ type Reader struct {
 	read  func(*Request) error
 	last  int64
 	pool  descriptorPool
-	lines int // JSON lines: lines read
+	lines int         // JSON lines: lines read
+	json  jsonRequest // JSON lines: the line being read
 }
 
 // maxLine is the longest JSON line a Reader accepts.
@@ -159,15 +160,16 @@ func parseEntries(s string, add func() *ratelimitv3.RateLimitDescriptor, pool *d
 	return nil
 }
 
-// jsonRequest is one JSON line.
+// jsonRequest is one JSON line. A Reader decodes every line into the
+// same one, so that its lists keep their room from line to line.
 type jsonRequest struct {
-	T           *json.Number `json:"t"`
-	Domain      string       `json:"domain"`
+	T           json.Number `json:"t"`
+	Domain      string      `json:"domain"`
 	Descriptors [][]struct {
 		Key   string `json:"key"`
 		Value string `json:"value"`
 	} `json:"descriptors"`
-	Hits *json.Number `json:"hits"`
+	Hits json.Number `json:"hits"` // "" when absent or null
 }
 
 func (tr *Reader) readJSON(sc *bufio.Scanner, req *Request) error {
@@ -178,18 +180,15 @@ func (tr *Reader) readJSON(sc *bufio.Scanner, req *Request) error {
 			continue
 		}
 		req.Line = tr.lines
-		var j jsonRequest
-		if err := json.Unmarshal(line, &j); err != nil {
+		j := &tr.json
+		j.T, j.Domain, j.Descriptors, j.Hits = "", "", j.Descriptors[:0], ""
+		if err := json.Unmarshal(line, j); err != nil {
 			return tr.fail(req.Line, err)
 		}
-		if j.T == nil {
+		if j.T == "" {
 			return tr.fail(req.Line, errors.New(`"t" is missing`))
 		}
-		hits := ""
-		if j.Hits != nil {
-			hits = j.Hits.String()
-		}
-		err := tr.fill(req, j.T.String(), j.Domain, hits, func(add func() *ratelimitv3.RateLimitDescriptor) error {
+		err := tr.fill(req, j.T.String(), j.Domain, j.Hits.String(), func(add func() *ratelimitv3.RateLimitDescriptor) error {
 			if len(j.Descriptors) == 0 {
 				return errors.New(`"descriptors": none`)
 			}
