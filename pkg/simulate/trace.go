@@ -95,9 +95,7 @@ func (tr *Reader) readCSV(cr *csv.Reader, req *Request) error {
 	if len(rec) == 4 {
 		hits = rec[3]
 	}
-	if err := tr.fill(req, rec[0], rec[1], hits, func(add func() *ratelimitv3.RateLimitDescriptor) error {
-		return parseEntries(rec[2], add, &tr.pool)
-	}); err != nil {
+	if err := tr.fill(req, rec[0], rec[1], hits, rec[2], nil); err != nil {
 		return tr.fail(req.Line, err)
 	}
 	return nil
@@ -141,23 +139,47 @@ func (tr *Reader) csvError(cr *csv.Reader, rec []string, err error) error {
 	return fmt.Errorf("%s: %w", tr.name, err)
 }
 
-// parseEntries reads key=value;key=value|key=value: descriptors separated
-// by "|", entries by ";", each entry's key from its value by the first "=".
-func parseEntries(s string, add func() *ratelimitv3.RateLimitDescriptor, pool *descriptorPool) error {
+// csvEntries reads key=value;key=value|key=value into req: descriptors
+// separated by "|", entries by ";", each entry's key from its value by the
+// first "=".
+func (tr *Reader) csvEntries(req *Request, s string) error {
 	if s == "" {
 		return errors.New("entries: no descriptors")
 	}
-	for i, ds := range strings.Split(s, "|") {
-		d := add()
+	i := 0
+	for ds := range strings.SplitSeq(s, "|") {
+		d := tr.descriptor(req)
 		for e := range strings.SplitSeq(ds, ";") {
 			k, v, ok := strings.Cut(e, "=")
 			if !ok || k == "" {
 				return fmt.Errorf("entries: descriptor %d: entry %q: want key=value", i, e)
 			}
-			d.Entries = append(d.Entries, pool.entry(k, v))
+			d.Entries = append(d.Entries, tr.pool.entry(k, v))
+		}
+		i++
+	}
+	return nil
+}
+
+// jsonEntries reads a JSON line's descriptors into req.
+func (tr *Reader) jsonEntries(req *Request, j *jsonRequest) error {
+	if len(j.Descriptors) == 0 {
+		return errors.New(`"descriptors": none`)
+	}
+	for _, entries := range j.Descriptors {
+		d := tr.descriptor(req)
+		for _, e := range entries {
+			d.Entries = append(d.Entries, tr.pool.entry(e.Key, e.Value))
 		}
 	}
 	return nil
+}
+
+// descriptor adds a descriptor to req.
+func (tr *Reader) descriptor(req *Request) *ratelimitv3.RateLimitDescriptor {
+	d := tr.pool.descriptor()
+	req.Descriptors = append(req.Descriptors, d)
+	return d
 }
 
 // jsonRequest is one JSON line. A Reader decodes every line into the
@@ -188,18 +210,7 @@ func (tr *Reader) readJSON(sc *bufio.Scanner, req *Request) error {
 		if j.T == "" {
 			return tr.fail(req.Line, errors.New(`"t" is missing`))
 		}
-		err := tr.fill(req, j.T.String(), j.Domain, j.Hits.String(), func(add func() *ratelimitv3.RateLimitDescriptor) error {
-			if len(j.Descriptors) == 0 {
-				return errors.New(`"descriptors": none`)
-			}
-			for _, entries := range j.Descriptors {
-				d := add()
-				for _, e := range entries {
-					d.Entries = append(d.Entries, tr.pool.entry(e.Key, e.Value))
-				}
-			}
-			return nil
-		})
+		err := tr.fill(req, j.T.String(), j.Domain, j.Hits.String(), "", j)
 		if err != nil {
 			return tr.fail(req.Line, err)
 		}
@@ -211,20 +222,20 @@ func (tr *Reader) readJSON(sc *bufio.Scanner, req *Request) error {
 	return io.EOF
 }
 
-// fill sets req from a line's fields; descriptors adds its descriptors
-// through the function it is given.
-func (tr *Reader) fill(req *Request, t, domain, hits string, descriptors func(add func() *ratelimitv3.RateLimitDescriptor) error) error {
+// fill sets req from a line's fields: its descriptors from entries (CSV)
+// or, when j is not nil, from j (JSON lines).
+func (tr *Reader) fill(req *Request, t, domain, hits, entries string, j *jsonRequest) error {
 	at, err := ParseSeconds(t)
 	if err != nil {
 		return err
 	}
 	req.At, req.Domain, req.Descriptors = at, domain, req.Descriptors[:0]
-	add := func() *ratelimitv3.RateLimitDescriptor {
-		d := tr.pool.descriptor()
-		req.Descriptors = append(req.Descriptors, d)
-		return d
+	if j != nil {
+		err = tr.jsonEntries(req, j)
+	} else {
+		err = tr.csvEntries(req, entries)
 	}
-	if err := descriptors(add); err != nil {
+	if err != nil {
 		return err
 	}
 	if hits == "" {
