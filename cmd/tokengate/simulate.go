@@ -25,7 +25,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	compare := fs.String("compare", "", "a second policy file, replayed side by side with --policy")
 	maxBuckets := fs.Int("max-buckets", simulate.DefaultMaxBuckets, "the memory store's bucket cap, as tokengate serve's --max-buckets")
 	hot := fs.Int("hot", 3, "with --plot: how many of the hottest buckets of each policy to draw")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {

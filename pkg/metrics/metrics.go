@@ -47,6 +47,9 @@ type Metrics struct {
 	// were decoded as bytes; method is FrontDoorRateLimit or
 	// FrontDoorExtAuthz.
 	InvalidUTF8 *prometheus.CounterVec // method
+	// StoreDegraded is 1 while the store cannot decide (on_store_error
+	// answering), 0 while it can; set by the server's health check.
+	StoreDegraded prometheus.Gauge
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -95,12 +98,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "tokengate_requests_invalid_utf8_total",
 			Help: "Requests with invalid UTF-8 in a string field (a header's bytes), decoded as bytes and decided as usual, by method (ratelimit, ext_authz).",
 		}, []string{"method"}),
+		StoreDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tokengate_store_degraded",
+			Help: "1 while the store cannot decide and each rule's on_store_error answers (gRPC health service tokengate.store NOT_SERVING), else 0.",
+		}),
 	}
 	for _, method := range []string{FrontDoorRateLimit, FrontDoorExtAuthz} {
 		m.InvalidUTF8.WithLabelValues(method)
 	}
 	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
-		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.InvalidUTF8,
+		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.InvalidUTF8, m.StoreDegraded,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -12,6 +12,8 @@ type storeMetrics struct {
 	idWaits     prometheus.Counter
 	denyHits    prometheus.Counter
 	inFlight    *prometheus.GaugeVec
+	// batch.go
+	batches, batched prometheus.Counter
 	// limits.go
 	configUnsafe *prometheus.GaugeVec
 	configChecks *prometheus.CounterVec
@@ -24,7 +26,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 	m := &storeMetrics{
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_redis_errors_total",
-			Help: "Redis store calls that failed, by reason: timeout, error, circuit_open (not tried), shed (not admitted within the timeout: too much work in flight).",
+			Help: "Redis store calls that failed, by reason: timeout, error, circuit_open (not tried), shed (not admitted within the timeout: too much work in flight), queued (never sent: waited past its deadline behind the calls in flight).",
 		}, []string{"reason"}),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokengate_redis_circuit_open",
@@ -58,6 +60,14 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Name: "tokengate_redis_in_flight_items",
 			Help: "Items (buckets) of the decisions admitted to Redis and not yet answered, by class (light, heavy).",
 		}, []string{"class"}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_redis_batches_total",
+			Help: "Calls that carried the decisions of several requests at once (batch.go).",
+		}),
+		batched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_redis_batched_requests_total",
+			Help: "Requests decided in a call shared with others; divided by tokengate_redis_batches_total, the mean batch.",
+		}),
 		configUnsafe: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tokengate_redis_config_unsafe",
 			Help: "1 when the last check of Redis's settings found a node with this reason (no_maxmemory, noeviction, policy: a maxmemory-policy other than volatile-ttl), else 0.",
@@ -78,7 +88,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		m.configChecks.WithLabelValues(v.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight, m.denyHits,
+		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight, m.denyHits, m.batches, m.batched,
 			m.configUnsafe, m.configChecks, m.keys)
 	}
 	return m
