@@ -26,7 +26,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	maxBuckets := fs.Int("max-buckets", simulate.DefaultMaxBuckets, "the memory store's bucket cap, as tokengate serve's --max-buckets")
 	hot := fs.Int("hot", 3, "with --plot: how many of the hottest buckets of each policy to draw")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return withNotes(err, simulateNotes)
 	}
 	switch {
 	case *file == "" || *tracePath == "":
@@ -84,6 +84,19 @@ func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	return err
 }
+
+const simulateNotes = `trace: CSV, a header row and then a request a line (# starts a comment):
+  t,domain,entries,hits
+  0,edge,user=alice,                               hits empty: each rule's cost
+  0.5,edge,user=alice|user=alice;path=/export,3    descriptors by |, entries by ;
+  1.000000001,edge,user=alice,-2                   a refund of 2; t exact to the ns
+or JSON lines: {"t":0.5,"domain":"edge","descriptors":[[{"key":"user","value":"alice"}]],"hits":3}
+
+examples:
+  tokengate simulate --policy policy.yaml --trace trace.csv
+  tokengate simulate --policy live.yaml --compare raised.yaml --trace trace.csv --plot out.png
+  tokengate simulate --policy policy.yaml --trace - --format json < trace.jsonl
+`
 
 func writePlot(path string, results []*simulate.Result) error {
 	f, err := os.Create(path)

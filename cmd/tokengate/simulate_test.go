@@ -141,3 +141,16 @@ func TestSimulateStdin(t *testing.T) {
 		t.Fatalf("output:\n%s", out.String())
 	}
 }
+
+// TestSimulateHelp: simulate --help lists its flags and the trace format.
+func TestSimulateHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"simulate", "--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, w := range []string{"--policy", "--trace", "--plot", "--format", "--compare", "--max-buckets", "--hot", "t,domain,entries,hits", `"descriptors"`, "examples:"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("no %q in:\n%s", w, out.String())
+		}
+	}
+}
