@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,7 +114,7 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 func reloaded(m *metrics.Metrics, r watch.Result, p *policy.Policy, err error) {
 	m.Reloads.WithLabelValues(string(r)).Inc()
 	if r == watch.Success {
-		m.SetPolicy(strconv.FormatInt(p.Revision(), 10), p.SHA256())
+		m.SetPolicy(p.Revision(), p.SHA256())
 		return
 	}
 	m.ReloadFailures.WithLabelValues(watch.FailureReason(err)).Inc()

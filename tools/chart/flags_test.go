@@ -2,11 +2,12 @@ package chart_test
 
 import (
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tokengate/tokengate/tools/internal/build"
 )
 
 // TestArgsAreFlags: every flag the chart passes is one `tokengate serve`
@@ -16,13 +17,7 @@ func TestArgsAreFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tokengate")
 	}
-	root := filepath.Join(chartDir(t), "..", "..")
-	bin := filepath.Join(t.TempDir(), "tokengate")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tokengate")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := build.Tokengate(t)
 	// serve --help lists the flags on stdout and exits 0.
 	usage, err := exec.Command(bin, "serve", "--help").Output()
 	if err != nil {

@@ -277,6 +277,13 @@ func (w *Watcher) loaded(prev, p *policy.Policy) {
 		attrs = append(attrs, "previous_revision", prev.Revision(), "previous_sha256", prev.SHA256())
 	}
 	w.opts.Logger.Info("policy loaded", attrs...)
+	if prev != nil && p.Revision() < prev.Revision() {
+		// Applied like any change (the memory and Redis stores order
+		// versions by when they were applied): say so, in case it is a
+		// mistake rather than a rollback.
+		w.opts.Logger.Warn("policy revision went down: applied as a rollback", SourceKey, w.path,
+			"revision", p.Revision(), "previous_revision", prev.Revision())
+	}
 	for _, is := range p.Warnings() {
 		w.opts.Logger.Warn("policy warning", SourceKey, w.path, "warning", is.Error())
 	}

@@ -94,27 +94,24 @@ local function newbucket(b, big)
 end
 
 -- convert decides which version a stored bucket of another version is
--- decided under: the item's when it is newer (a higher revision; at the
--- same revision a higher version ID of this process, whose chain is
--- walked as bucket.Version.Bring does, or another process's version
--- activated later), else the stored one: a bucket never moves back.
+-- decided under: the item's when it was applied later (this process's by
+-- version ID, whose chain is walked as bucket.Version.Bring does; another
+-- process's by activation on the shared clock), else the stored one: a
+-- bucket never moves back to parameters it has left. Revisions do not
+-- order versions: a rollback (a lower revision applied after a higher
+-- one) applies, as in the memory store.
 local function convert(b, s, vh, vl, exp, ident)
   local now = nowbig()
-  local srev, sc, sn, sp, spid, svid = readid(ident)
+  local _, sc, sn, sp, spid, svid = readid(ident)
   local id = ARGV[b + ITEM_ID]
-  local rev, c, n, per, _, vid = readid(id)
+  local _, c, n, per, _, vid = readid(id)
   local from = bigparams(sc, sn, sp)
   local at = back(signed(ARGV[b + ITEM_AT]))
   local move, walk = false, false
-  local order = deccmp(rev, srev)
-  if order > 0 then
+  if spid == PID then
+    if deccmp(vid, svid) > 0 then move, walk = true, true end
+  elseif cmp(at, hlbig(vh, vl)) > 0 then
     move = true
-  elseif order == 0 then
-    if spid == PID then
-      if deccmp(vid, svid) > 0 then move, walk = true, true end
-    elseif cmp(at, hlbig(vh, vl)) > 0 then
-      move = true
-    end
   end
   if not move then return work(BIG, from, refill(from, s, now), ident, vh, vl, exp, false, false) end
   local to, mode, done = bigparams(c, n, per), ARGV[b + ITEM_MODE], false
