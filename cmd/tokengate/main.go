@@ -6,6 +6,8 @@
 //	                                            show which rule a descriptor matches
 //	tokengate explain --policy FILE --front-door forward_auth --header X-User=alice --path /api/x
 //	                                            show the descriptors a front door builds
+//	tokengate simulate --policy FILE --trace FILE [--plot OUT.png] [--format text|json] [--compare FILE2]
+//	                                            replay a trace through a policy offline
 //	tokengate version                           print the version
 //	tokengate help [COMMAND]                    list the commands, or one's flags
 //
@@ -42,6 +44,8 @@ var commands = []command{
 		func(args []string, stdout, _ io.Writer) error { return validate(args, stdout) }},
 	{"explain", "[flags] [key=value ...]", "show the rule a descriptor matches, or what a front door builds",
 		func(args []string, stdout, _ io.Writer) error { return explain(args, stdout) }},
+	{"simulate", "--policy FILE --trace FILE [flags]", "replay a trace through a policy on a simulated clock (--compare, --plot)",
+		func(args []string, stdout, _ io.Writer) error { return simulateCmd(args, os.Stdin, stdout) }},
 	{"version", "", "print the version",
 		func(args []string, stdout, _ io.Writer) error { return printVersion(args, stdout) }},
 }
