@@ -158,16 +158,17 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 		v.result, v.allowed = metrics.FrontDoorNoDescriptors, true
 		return v
 	}
-	dec, err := d.opts.Service.Decide(ctx, fdd.Name, descs, 0)
+	err := d.opts.Service.DecideFunc(ctx, fdd.Name, descs, 0, func(dec *service.Decision) {
+		v.allowed = dec.Response.OverallCode == rlsv3.RateLimitResponse_OK
+		v.result = metrics.FrontDoorOK
+		if !v.allowed {
+			v.result = metrics.FrontDoorOverLimit
+		}
+		v.headers, v.violated, v.reason = rateLimitHeaders(dec)
+	})
 	if err != nil {
 		return verdict{result: metrics.FrontDoorBadRequest, err: err}
 	}
-	v.allowed = dec.Response.OverallCode == rlsv3.RateLimitResponse_OK
-	v.result = metrics.FrontDoorOK
-	if !v.allowed {
-		v.result = metrics.FrontDoorOverLimit
-	}
-	v.headers, v.violated, v.reason = rateLimitHeaders(dec)
 	return v
 }
 

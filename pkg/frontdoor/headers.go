@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -41,26 +42,26 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, re
 	// sliced: one allocation for all of them.
 	var (
 		buf     = make([]byte, 0, 256)
-		closest *rlsv3.RateLimitResponse_DescriptorStatus
-		spans   [3][2]int // RateLimit-Policy, RateLimit, X-RateLimit-Limit's tail
+		closest *service.Verdict // the fewest tokens left
+		spans   [3][2]int        // RateLimit-Policy, RateLimit, X-RateLimit-Limit's tail
 	)
-	statuses := dec.Response.Statuses
-	limited := func(i int) bool {
-		r := dec.Rules[i]
-		return r != nil && !r.Unlimited && !r.Shadow && statuses[i].CurrentLimit != nil
+	vs := dec.Verdicts
+	limited := func(v *service.Verdict) bool {
+		return v.Rule != nil && !v.Rule.Unlimited && !v.Rule.Shadow
 	}
 	for part := range spans {
 		spans[part][0] = len(buf)
 		if part == 2 && closest != nil {
 			// X-RateLimit-Limit starts with the limit of the status with
 			// the fewest tokens left.
-			buf = strconv.AppendUint(buf, uint64(closest.CurrentLimit.RequestsPerUnit), 10)
+			buf = strconv.AppendUint(buf, uint64(closest.Limit().RequestsPerUnit), 10)
 		}
-		for i, st := range statuses {
-			if !limited(i) {
+		for i := range vs {
+			v := &vs[i]
+			if !limited(v) {
 				continue
 			}
-			r := dec.Rules[i]
+			r := v.Rule
 			switch part {
 			case 0:
 				if len(buf) > spans[part][0] {
@@ -80,21 +81,21 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, re
 				}
 				buf = appendSFString(buf, r.Name)
 				buf = append(buf, ";r="...)
-				buf = strconv.AppendUint(buf, uint64(st.LimitRemaining), 10)
+				buf = strconv.AppendUint(buf, uint64(v.LimitRemaining()), 10)
 				buf = append(buf, ";t="...)
-				buf = strconv.AppendInt(buf, ceilSeconds(st.DurationUntilReset.AsDuration().Nanoseconds()), 10)
-				if closest == nil || st.LimitRemaining < closest.LimitRemaining {
-					closest = st
+				buf = strconv.AppendInt(buf, ceilSeconds(int64(v.Reset)), 10)
+				if closest == nil || v.LimitRemaining() < closest.LimitRemaining() {
+					closest = v
 				}
-				if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+				if v.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 					violated = append(violated, r.Name)
 				}
 			case 2:
-				if w := unitSeconds(st.CurrentLimit.Unit); w > 0 {
+				if l := v.Limit(); unitSeconds(l.Unit) > 0 {
 					buf = append(buf, ", "...)
-					buf = strconv.AppendUint(buf, uint64(st.CurrentLimit.RequestsPerUnit), 10)
+					buf = strconv.AppendUint(buf, uint64(l.RequestsPerUnit), 10)
 					buf = append(buf, ";w="...)
-					buf = strconv.AppendInt(buf, int64(w), 10)
+					buf = strconv.AppendInt(buf, int64(unitSeconds(l.Unit)), 10)
 					buf = append(buf, ";name="...)
 					buf = appendSFString(buf, r.Name)
 				}
@@ -109,9 +110,9 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, re
 	hs = make([]header, 0, n)
 	if closest != nil {
 		limitEnd := len(buf)
-		buf = strconv.AppendUint(buf, uint64(closest.LimitRemaining), 10)
+		buf = strconv.AppendUint(buf, uint64(closest.LimitRemaining()), 10)
 		remainEnd := len(buf)
-		buf = strconv.AppendInt(buf, closest.DurationUntilReset.GetSeconds(), 10)
+		buf = strconv.AppendInt(buf, int64(closest.Reset/time.Second), 10)
 		all := string(buf)
 		hs = append(hs,
 			header{HeaderRateLimitPolicy, all[spans[0][0]:spans[0][1]]},

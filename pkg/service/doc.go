@@ -11,6 +11,15 @@
 // is OVER_LIMIT and none is charged. Shadow rules are decided on their own,
 // counted, and always answer OK.
 //
+// # Verdicts
+//
+// Each descriptor gets one Verdict (verdict.go): its Result (the metric
+// label), code, cost, remaining tokens, reset and retry times, the reason
+// of a refusal, whether it was degraded, and its rule. Everything said
+// about a decision is written from the verdicts: the response's statuses
+// and headers (respond.go), the front doors' headers (DecideFunc), and
+// the metrics (rules.go).
+//
 // # Bad requests
 //
 // What Envoy's configuration shapes gets a gRPC InvalidArgument, and Envoy

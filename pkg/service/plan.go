@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"math"
 	"unsafe"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -17,6 +18,11 @@ type scratch struct {
 	entries []policy.Entry
 	keys    []byte // every bucket key of the request, back to back
 	descs   []desc
+	// verdicts are judge's, one per desc; nothing in one points into the
+	// scratch. dec and rules are DecideFunc's Decision.
+	verdicts []Verdict
+	rules    []*policy.Rule
+	dec      Decision
 
 	enforced, shadow batch
 	refused          bool // a descriptor was refused before the store
@@ -39,12 +45,13 @@ type desc struct {
 	isID     bool         // the request-id descriptor
 	item     int          // index in its batch, -1 when it has no bucket
 	refusal  string       // why it was refused before the store, "" if not
+	cost     int64        // asked of its bucket (a refusal's too, when it has one)
 	keyStart int
 	keyEnd   int
 }
 
 func (sc *scratch) reset() {
-	sc.entries, sc.keys, sc.descs = sc.entries[:0], sc.keys[:0], sc.descs[:0]
+	sc.entries, sc.keys, sc.descs, sc.verdicts = sc.entries[:0], sc.keys[:0], sc.descs[:0], sc.verdicts[:0]
 	sc.enforced.reset()
 	sc.shadow.reset()
 	sc.refused, sc.hasID = false, false
@@ -77,15 +84,14 @@ func (sc *scratch) plan(pol *policy.Policy, domain string, descriptors []*rateli
 		}
 		ds.rule = pol.Match(domain, sc.entries)
 		if ds.rule != nil && !ds.rule.Unlimited {
-			var cost int64
-			cost, ds.refusal = costOf(d, hits, ds.rule, sc.entries)
+			ds.cost, ds.refusal = costOf(d, hits, ds.rule, sc.entries)
 			if ds.refusal == "" {
 				ds.keyStart = len(sc.keys)
 				sc.keys = ds.rule.AppendKey(sc.keys, sc.entries)
 				ds.keyEnd = len(sc.keys)
 				b := sc.batch(ds.rule)
 				ds.item = len(b.req.Items)
-				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost, Revision: pol.Revision()})
+				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: ds.cost, Revision: pol.Revision()})
 			} else if !ds.rule.Shadow {
 				sc.refused = true
 			}
@@ -126,7 +132,7 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 		return -int64(min(c, uint64(r.Version.Params.Capacity()))), ""
 	}
 	if c > uint64(r.MaxCost) {
-		return 0, fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
+		return int64(min(c, math.MaxInt64)), fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
 	}
 	return int64(c), ""
 }

@@ -2,14 +2,12 @@ package service
 
 import (
 	"cmp"
-	"fmt"
 	"strconv"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
-
-	"github.com/tokengate/tokengate/pkg/metrics"
 )
 
 // Response headers tokengate adds.
@@ -22,59 +20,31 @@ const (
 	HeaderDegraded = "x-tokengate-degraded"
 )
 
-// respond builds the answer: one status per descriptor, in order.
-func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rlsv3.RateLimitResponse {
-	resp, statuses, durations := newResponse(len(sc.descs))
+// respond writes the answer from the verdicts: one status per descriptor,
+// in order, and the headers of the request as a whole.
+func respond(vs []Verdict) *rlsv3.RateLimitResponse {
+	resp, statuses, durations := newResponse(len(vs))
 	var (
 		over, degraded bool
-		retry          int64 // the longest wait of an over-limit descriptor
+		retry          time.Duration // the longest wait of an over-limit descriptor
 		reason         string
 	)
-	for i := range sc.descs {
-		ds := &sc.descs[i]
+	for i := range vs {
+		v := &vs[i]
 		st := &statuses[i]
-		st.Code = rlsv3.RateLimitResponse_OK
-		switch {
-		case ds.isID:
-			continue
-		case ds.rule == nil:
-			t.noRuleCounter(domain, m).Inc()
-			continue
+		st.Code = v.Code
+		st.CurrentLimit = v.Limit()
+		st.LimitRemaining = v.LimitRemaining()
+		if v.HasReset {
+			setDuration(&durations[i], int64(v.Reset))
+			st.DurationUntilReset = &durations[i]
 		}
-		info := t.rules[ds.rule]
-		st.CurrentLimit = info.limit
-		if ds.rule.Unlimited {
-			info.result[metrics.ResultOK].Inc()
-			continue
-		}
-		res, why := sc.status(ds, st, &durations[i], info)
-		if res != metrics.ResultOK && !(res == metrics.ResultStoreError && sc.fallbackAllows(ds)) {
-			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-		if ds.rule.Shadow {
-			// A shadow rule whose store failed stays a store_error: counted
-			// as shadow_over_limit it would pass for a bucket run dry.
-			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT && res != metrics.ResultStoreError {
-				res = metrics.ResultShadowOverLimit
-			}
-			st.Code = rlsv3.RateLimitResponse_OK
-		}
-		if res == metrics.ResultStoreError {
-			info.countStoreError(st.Code)
-		}
-		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+		if v.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			over = true
-			reason = cmp.Or(reason, why)
-			if res == metrics.ResultOverLimit {
-				// Only enforced rules: a shadow rule's wait is not the client's.
-				retry = max(retry, sc.batch(ds.rule).results[ds.item].RetryAfter)
-			}
-			if r, ok := sc.localResult(ds); ok {
-				retry = max(retry, r.RetryAfter)
-			}
+			reason = cmp.Or(reason, v.Reason)
+			retry = max(retry, v.Retry)
 		}
-		degraded = degraded || res == metrics.ResultStoreError
-		info.result[res].Inc()
+		degraded = degraded || v.Degraded()
 	}
 	if over {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -82,50 +52,13 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 		case reason != "":
 			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderReason, Value: reason})
 		case retry > 0:
-			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(ceilSeconds(retry), 10)})
+			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(ceilSeconds(int64(retry)), 10)})
 		}
 	}
 	if degraded {
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderDegraded, Value: "store-error"})
 	}
 	return resp
-}
-
-// status fills st's remaining tokens and reset time from the store's answer
-// and returns the decision's result label, with the reason of a refusal.
-func (sc *scratch) status(ds *desc, st *rlsv3.RateLimitResponse_DescriptorStatus, d *durationpb.Duration, info *ruleInfo) (string, string) {
-	b := sc.batch(ds.rule)
-	switch {
-	case ds.refusal != "":
-		return metrics.ResultRefused, ds.refusal
-	case b.err != nil:
-		if r, ok := sc.localResult(ds); ok {
-			st.LimitRemaining = uint32(min(r.Remaining, 1<<32-1))
-			ns := r.ResetAfter
-			if !r.Allowed {
-				ns = ceilSeconds(r.RetryAfter) * 1e9
-			}
-			setDuration(d, ns)
-			st.DurationUntilReset = d
-		}
-		return metrics.ResultStoreError, ""
-	}
-	r := b.results[ds.item]
-	st.LimitRemaining = uint32(min(r.Remaining, 1<<32-1))
-	info.remaining.Observe(float64(r.Remaining) / info.capacity)
-	switch {
-	case r.Never:
-		return metrics.ResultRefused, fmt.Sprintf("cost %d exceeds capacity %d of rule %s/%s",
-			b.req.Items[ds.item].Cost, ds.rule.Version.Params.Capacity(), ds.rule.Domain, ds.rule.Name)
-	case r.Allowed:
-		setDuration(d, r.ResetAfter)
-		st.DurationUntilReset = d
-		return metrics.ResultOK, ""
-	}
-	// Envoy truncates this to whole seconds for X-RateLimit-Reset.
-	setDuration(d, ceilSeconds(r.RetryAfter)*1e9)
-	st.DurationUntilReset = d
-	return metrics.ResultOverLimit, ""
 }
 
 // smallResponse holds a whole response of up to 2 descriptors, so that the

@@ -26,7 +26,7 @@ type ruleInfo struct {
 	limit     *rlsv3.RateLimitResponse_RateLimit
 	capacity  float64
 	remaining prometheus.Observer
-	result    map[string]prometheus.Counter
+	result    [numResults]prometheus.Counter // by Result; nil for ResultRequestID and ResultNoRule
 	// While the store fails: tokengate_store_fallbacks_total of the
 	// rule's mode, and tokengate_store_error_answers_total by answer.
 	fallback     prometheus.Counter
@@ -49,9 +49,9 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 	for _, d := range pol.Domains() {
 		t.noRule[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultNoRule)
 		for _, r := range pol.Rules(d) {
-			info := &ruleInfo{limit: &rlsv3.RateLimitResponse_RateLimit{Name: r.Name}, result: map[string]prometheus.Counter{}}
-			for _, res := range []string{metrics.ResultOK, metrics.ResultOverLimit, metrics.ResultRefused, metrics.ResultShadowOverLimit, metrics.ResultStoreError} {
-				info.result[res] = m.Decisions.WithLabelValues(d, r.Name, res)
+			info := &ruleInfo{limit: &rlsv3.RateLimitResponse_RateLimit{Name: r.Name}}
+			for _, res := range []Result{ResultOK, ResultOverLimit, ResultRefused, ResultShadowOverLimit, ResultStoreError} {
+				info.result[res] = m.Decisions.WithLabelValues(d, r.Name, res.String())
 			}
 			if !r.Unlimited {
 				info.limit.RequestsPerUnit, info.limit.Unit = envoyRate(r.Version.Params.Rate())
@@ -68,6 +68,28 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 		}
 	}
 	return t
+}
+
+// count records the verdicts of a request of domain in the metrics.
+func (t *ruleTable) count(domain string, vs []Verdict, m *metrics.Metrics) {
+	for i := range vs {
+		v := &vs[i]
+		switch v.Result {
+		case ResultRequestID:
+			continue
+		case ResultNoRule:
+			t.noRuleCounter(domain, m).Inc()
+			continue
+		}
+		info := v.info
+		if v.counted {
+			info.remaining.Observe(float64(v.Remaining) / info.capacity)
+		}
+		if v.Degraded() {
+			info.countStoreError(v.Code)
+		}
+		info.result[v.Result].Inc()
+	}
 }
 
 // countStoreError counts a descriptor of the rule whose store failed, by

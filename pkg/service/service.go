@@ -84,13 +84,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return s.decide(ctx, now, req.Domain, req.Descriptors, req.HitsAddend, nil), nil
 }
 
-// Decision is Decide's answer.
+// Decision is the answer to a request.
 type Decision struct {
 	// Response is what ShouldRateLimit would answer: the overall code, one
 	// status per descriptor, in order, and the headers to add.
 	Response *rlsv3.RateLimitResponse
+	// Verdicts are the descriptors' decisions, in order: Response was
+	// written from them.
+	Verdicts []Verdict
 	// Rules are the rules the descriptors matched, in order (nil: no rule,
-	// or the request-id descriptor).
+	// or the request-id descriptor): Verdicts[i].Rule.
 	Rules []*policy.Rule
 }
 
@@ -99,18 +102,47 @@ type Decision struct {
 // front doors that build descriptors themselves. A request of a shape
 // ShouldRateLimit refuses is refused with the same InvalidArgument error.
 func (s *Service) Decide(ctx context.Context, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hitsAddend uint32) (*Decision, error) {
-	now := s.opts.Clock.Now()
-	if err := checkShape(domain, descriptors); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	d := &Decision{Rules: make([]*policy.Rule, len(descriptors))}
-	d.Response = s.decide(ctx, now, domain, descriptors, hitsAddend, d.Rules)
-	return d, nil
+	var d *Decision
+	err := s.DecideFunc(ctx, domain, descriptors, hitsAddend, func(dec *Decision) { d = dec.clone() })
+	return d, err
 }
 
-// decide is the one decision path: match, plan, store, respond. When rules
-// is not nil it receives each descriptor's rule.
-func (s *Service) decide(ctx context.Context, now int64, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32, rules []*policy.Rule) *rlsv3.RateLimitResponse {
+// DecideFunc is Decide for a caller that only reads the decision: f gets
+// it before DecideFunc returns, and it is valid only until f returns (its
+// verdicts and rules are the service's working memory, which the next
+// request reuses), so that nothing is copied. Response stays valid.
+func (s *Service) DecideFunc(ctx context.Context, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hitsAddend uint32, f func(*Decision)) error {
+	now := s.opts.Clock.Now()
+	if err := checkShape(domain, descriptors); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	s.decide(ctx, now, domain, descriptors, hitsAddend, f)
+	return nil
+}
+
+// clone copies d out of the working memory, in one allocation for up to
+// two descriptors.
+func (d *Decision) clone() *Decision {
+	c := new(struct {
+		Decision
+		verdicts [2]Verdict
+		rules    [2]*policy.Rule
+	})
+	c.Response = d.Response
+	if n := len(d.Verdicts); n <= len(c.verdicts) {
+		c.Verdicts, c.Rules = c.verdicts[:n], c.rules[:n]
+	} else {
+		c.Verdicts, c.Rules = make([]Verdict, n), make([]*policy.Rule, n)
+	}
+	copy(c.Verdicts, d.Verdicts)
+	copy(c.Rules, d.Rules)
+	return &c.Decision
+}
+
+// decide is the one decision path: match, plan, store, judge, respond.
+// When f is not nil it reads the decision before the working memory is
+// released.
+func (s *Service) decide(ctx context.Context, now int64, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32, f func(*Decision)) *rlsv3.RateLimitResponse {
 	pol := s.opts.Policy()
 	table := s.ruleTable(pol)
 	sc := s.scratch.Get().(*scratch)
@@ -125,10 +157,9 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	case len(sc.enforced.req.Items) > 0 || len(sc.shadow.req.Items) > 0:
 		s.logStoreBack(ctx, now)
 	}
-	for i := range rules {
-		rules[i] = sc.descs[i].rule
-	}
-	resp := sc.respond(domain, table, s.opts.Metrics)
+	verdicts := sc.judge(table)
+	resp := respond(verdicts)
+	table.count(domain, verdicts, s.opts.Metrics)
 	// A store call that timed out may have charged: tell the store whether
 	// the request went through on on_store_error's answer (a shadow rule's
 	// charge stands, as it does when the store answers).
@@ -138,6 +169,10 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	}
 	if errors.As(sc.shadow.err, &amb) {
 		amb.Resolve(true)
+	}
+	if f != nil {
+		f(sc.decision(resp))
+		sc.dec = Decision{} // the pool keeps no response alive
 	}
 	return resp
 }
