@@ -156,18 +156,7 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file policyFile, 
 // openMemory builds the memory store and starts its janitor.
 func openMemory(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, _ *slog.Logger) (*backend, error) {
 	mem := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
-	metrics.RegisterStore(reg, func() metrics.StoreStats { return storeStats(mem.Stats()) })
+	reg.MustRegister(mem.Collector())
 	go mem.Run(ctx, s.JanitorInterval)
 	return &backend{name: "memory", store: mem, close: func() {}}, nil
-}
-
-func storeStats(st memory.Stats) metrics.StoreStats {
-	dropped := make(map[string]uint64, len(st.Dropped))
-	for r, n := range st.Dropped {
-		dropped[memory.Reason(r).String()] = n
-	}
-	return metrics.StoreStats{
-		Buckets: st.Buckets, Dropped: dropped, Contended: st.Contended, LockWaitSecs: st.LockWait.Seconds(),
-		Replays: st.Replays, NotReplayed: st.NotReplayed, IDsForgotten: st.IDsForgotten,
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
@@ -136,20 +137,42 @@ func TestReplayWindowAndBound(t *testing.T) {
 	}
 }
 
+// TestLockWaitIsCounted: a Decide that waits for a shard's lock counts
+// the wait, timed on the store's clock: the test holds the lock, moves the
+// clock 20ms once the waiter has read it, then lets go.
 func TestLockWaitIsCounted(t *testing.T) {
-	s := New(Options{Shards: 1})
+	clk := &readClock{read: make(chan struct{}, 2)}
+	s := New(Options{Shards: 1, Clock: clk})
+	v := storetest.Version(t, 1, 1, "1/s")
 	s.shards[0].mu.Lock()
-	done := make(chan struct{})
+	done := make(chan error)
 	go func() {
-		decide(t, s, 0, "", store.Item{Key: "a", Version: storetest.Version(t, 1, 1, "1/s"), Cost: 1})
-		close(done)
+		_, err := s.Decide(context.Background(), &store.Request{Items: []store.Item{{Key: "a", Version: v, Cost: 1}}}, make([]store.Result, 1))
+		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	<-clk.read // the waiter found the lock taken and started timing
+	clk.Add(20 * time.Millisecond)
 	s.shards[0].mu.Unlock()
-	<-done
-	if st := s.Stats(); st.Contended != 1 || st.LockWait < 10*time.Millisecond {
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Contended != 1 || st.LockWait != 20*time.Millisecond {
 		t.Fatalf("a 20ms wait: %+v", st)
 	}
+}
+
+// readClock is a clock.Fake that says on read when it was read.
+type readClock struct {
+	clock.Fake
+	read chan struct{}
+}
+
+func (c *readClock) Now() int64 {
+	select {
+	case c.read <- struct{}{}:
+	default:
+	}
+	return c.Fake.Now()
 }
 
 // TestSweepForgetsUnusedVersions: a shard refers to versions by number;
