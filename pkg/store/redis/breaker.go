@@ -3,11 +3,14 @@ package redis
 import (
 	"context"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tokengate/tokengate/pkg/clock"
 )
 
 // BreakerOptions tune the circuit breaker that stops a Store from
@@ -29,23 +32,23 @@ type BreakerOptions struct {
 // closes, failure reopens with twice the backoff). It logs each change
 // between closed and open once: a failed probe, which leaves it open, is
 // only a debug line, so that an outage of an hour is two lines, not one
-// per backoff.
+// per backoff. Instants are readings of its clock (the store's).
 type breaker struct {
 	opts    BreakerOptions
 	log     *slog.Logger
 	gauge   prometheus.Gauge
-	now     func() time.Time
+	clk     clock.Clock
 	mu      sync.Mutex
 	fails   int
-	counted time.Time // when the last counted failure was seen
+	counted int64 // when the last counted failure was seen
 	open    bool
-	until   time.Time // end of the backoff
-	since   time.Time // when it opened
+	until   int64 // end of the backoff
+	since   int64 // when it opened
 	backoff time.Duration
 	probing bool
 }
 
-func newBreaker(o BreakerOptions, log *slog.Logger, gauge prometheus.Gauge) *breaker {
+func newBreaker(o BreakerOptions, log *slog.Logger, gauge prometheus.Gauge, clk clock.Clock) *breaker {
 	if o.Failures <= 0 {
 		o.Failures = 3
 	}
@@ -55,8 +58,12 @@ func newBreaker(o BreakerOptions, log *slog.Logger, gauge prometheus.Gauge) *bre
 	if o.MaxBackoff < o.MinBackoff {
 		o.MaxBackoff = max(5*time.Second, o.MinBackoff)
 	}
-	return &breaker{opts: o, log: log, gauge: gauge, now: time.Now}
+	// No failure was counted yet: every call started after "the last".
+	return &breaker{opts: o, log: log, gauge: gauge, clk: clk, counted: math.MinInt64}
 }
+
+// now reads the breaker's clock: a call's start, for failure.
+func (b *breaker) now() int64 { return b.clk.Now() }
 
 // allow reports whether a call may go to Redis now.
 func (b *breaker) allow() bool {
@@ -65,7 +72,7 @@ func (b *breaker) allow() bool {
 	if !b.open {
 		return true
 	}
-	if b.probing || b.now().Before(b.until) {
+	if b.probing || b.now() < b.until {
 		return false
 	}
 	b.probing = true
@@ -79,15 +86,16 @@ func (b *breaker) success() {
 	if b.open {
 		b.open, b.probing, b.backoff = false, false, 0
 		b.gauge.Set(0)
-		b.log.Info("redis reachable again: circuit closed", slog.Duration("open_for", b.now().Sub(b.since)))
+		b.log.Info("redis reachable again: circuit closed", slog.Duration("open_for", time.Duration(b.now()-b.since)))
 	}
 }
 
-// failure is told of a call, started at started, that failed.
-func (b *breaker) failure(err error, started time.Time) {
+// failure is told of a call, started at started (a reading of now), that
+// failed.
+func (b *breaker) failure(err error, started int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if started.Before(b.counted) && !(b.open && b.probing) {
+	if started < b.counted && !(b.open && b.probing) {
 		return
 	}
 	b.counted = b.now()
@@ -106,7 +114,7 @@ func (b *breaker) failure(err error, started time.Time) {
 	}
 	// Up to a quarter of jitter, so that replicas do not probe in step.
 	d := b.backoff + time.Duration(rand.Int64N(int64(b.backoff)/4+1))
-	b.until = b.now().Add(d)
+	b.until = b.now() + int64(d)
 	level, msg := slog.LevelDebug, "redis probe failed: circuit stays open"
 	if opened {
 		level, msg = slog.LevelWarn, "redis failing: circuit open, on_store_error decides meanwhile"

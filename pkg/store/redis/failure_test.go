@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
@@ -21,29 +22,28 @@ import (
 // tried; after the backoff one probe goes through; success closes it, a
 // failure doubles the backoff.
 func TestBreaker(t *testing.T) {
-	now := time.Unix(0, 0)
+	clk := new(clock.Fake)
 	b := newBreaker(BreakerOptions{Failures: 2, MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
-	b.now = func() time.Time { return now }
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
 	fail := errors.New("down")
-	b.failure(fail, now)
+	b.failure(fail, clk.Now())
 	if !b.allow() {
 		t.Fatal("one failure opened the circuit")
 	}
-	b.failure(fail, now)
+	b.failure(fail, clk.Now())
 	if b.allow() {
 		t.Fatal("two failures left the circuit closed")
 	}
-	now = now.Add(130 * time.Millisecond) // past the backoff and its jitter
+	clk.Add(130 * time.Millisecond) // past the backoff and its jitter
 	if !b.allow() || b.allow() {
 		t.Fatal("half-open: want exactly one probe")
 	}
-	b.failure(fail, now)
-	now = now.Add(150 * time.Millisecond)
+	b.failure(fail, clk.Now())
+	clk.Add(150 * time.Millisecond)
 	if b.allow() {
 		t.Fatal("a failed probe did not double the backoff")
 	}
-	now = now.Add(110 * time.Millisecond)
+	clk.Add(110 * time.Millisecond)
 	if !b.allow() {
 		t.Fatal("no probe after the doubled backoff")
 	}
@@ -59,12 +59,11 @@ func TestBreaker(t *testing.T) {
 // together (one stall timing them all out) are one failure; a call
 // started after a counted failure counts again.
 func TestBreakerCountsAStallOnce(t *testing.T) {
-	now := time.Unix(0, 0)
-	b := newBreaker(BreakerOptions{Failures: 3}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
-	b.now = func() time.Time { return now }
+	clk := new(clock.Fake)
+	b := newBreaker(BreakerOptions{Failures: 3}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
 	fail := errors.New("timeout")
-	started := now
-	now = now.Add(15 * time.Millisecond)
+	started := clk.Now()
+	clk.Add(15 * time.Millisecond)
 	for range 64 {
 		b.failure(fail, started)
 	}
@@ -72,8 +71,8 @@ func TestBreakerCountsAStallOnce(t *testing.T) {
 		t.Fatal("64 calls timed out by one stall opened the circuit")
 	}
 	for range 2 {
-		started = now
-		now = now.Add(15 * time.Millisecond)
+		started = clk.Now()
+		clk.Add(15 * time.Millisecond)
 		b.failure(fail, started)
 	}
 	if b.allow() {

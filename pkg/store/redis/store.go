@@ -142,7 +142,7 @@ func New(opts Options) (*Store, error) {
 		toleranceMs: strconv.FormatInt(max(opts.ClockStepTolerance.Milliseconds(), 1), 10),
 		pendingMs:   strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
 	}
-	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen)
+	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen, opts.Clock)
 	s.admit = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
 	s.deny = newDenyCache(opts.DenyCacheBytes, int64(opts.DenyCacheAge))
 	s.batch = newBatcher(s, opts.Batch)

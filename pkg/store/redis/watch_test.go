@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/clock"
 )
 
 // logBuffer collects a JSON slog handler's lines; safe for concurrent use.
@@ -119,29 +120,28 @@ func TestWatchStops(t *testing.T) {
 // TestBreakerLogsChanges: the breaker logs opening and closing once each;
 // its failed probes while open log nothing at the info level.
 func TestBreakerLogsChanges(t *testing.T) {
-	now := time.Unix(0, 0)
+	clk := new(clock.Fake)
 	var logs logBuffer
 	b := newBreaker(BreakerOptions{Failures: 3, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
-		logs.logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
-	b.now = func() time.Time { return now }
+		logs.logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
 	fail := errors.New("down")
 	for range 3 {
-		b.failure(fail, now)
+		b.failure(fail, clk.Now())
 	}
 	for range 5 { // failed probes, each after its backoff and jitter
-		now = now.Add(time.Second)
+		clk.Add(time.Second)
 		if !b.allow() {
 			t.Fatal("no probe after the backoff")
 		}
-		b.failure(fail, now)
+		b.failure(fail, clk.Now())
 	}
-	now = now.Add(time.Second)
+	clk.Add(time.Second)
 	b.allow()
 	for range 3 {
 		b.success()
 	}
 	for range 3 {
-		b.failure(fail, now)
+		b.failure(fail, clk.Now())
 	}
 	want := []string{
 		"redis failing: circuit open, on_store_error decides meanwhile",
