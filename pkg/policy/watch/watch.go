@@ -87,7 +87,8 @@ type Options struct {
 	// Path is the policy file; it may be a symlink (a ConfigMap mount).
 	Path string
 	// Clock must be the clock the store reads: new rule versions take
-	// effect at its reading when the file is compiled.
+	// effect at its reading when the file is compiled. It also times a
+	// burst of events (Debounce); the waits themselves are timers.
 	Clock clock.Clock
 	// Compiler numbers rule versions; nil uses a new one. Pass the same
 	// Compiler to everything that compiles policies for one store.
@@ -163,11 +164,9 @@ func (w *Watcher) Current() *policy.Policy { return w.current.Load() }
 func (w *Watcher) Run(ctx context.Context) error {
 	defer w.Close()
 	var (
-		quiet    = time.NewTimer(time.Hour)
-		pending  bool      // a reload is scheduled on quiet
-		firstAt  time.Time // first event since the last reload
-		poll     <-chan time.Time
-		maxDelay = 10 * w.opts.Debounce
+		quiet = time.NewTimer(time.Hour)
+		burst = debounce{wait: w.opts.Debounce}
+		poll  <-chan time.Time
 	)
 	quiet.Stop()
 	if w.opts.Poll > 0 {
@@ -176,11 +175,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		poll = t.C
 	}
 	schedule := func() {
-		switch {
-		case !pending:
-			pending, firstAt = true, time.Now()
-			quiet.Reset(w.opts.Debounce)
-		case time.Since(firstAt) < maxDelay:
+		if burst.event(w.opts.Clock.Now()) {
 			quiet.Reset(w.opts.Debounce)
 		}
 	}
@@ -202,15 +197,40 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.opts.Logger.Warn("policy watch error; re-reading the file", SourceKey, w.path, "err", err)
 			schedule()
 		case <-quiet.C:
-			pending = false
+			burst.fired()
 			_ = w.Reload() // logged and reported by Reload
 		case <-poll:
-			if !pending {
+			if !burst.pending {
 				_ = w.Reload()
 			}
 		}
 	}
 }
+
+// debounce holds a reload back while events keep coming: each event
+// pushes it wait further off, until the first event of the burst is ten
+// waits old; from then on events no longer push it, so a stream of events
+// delays a reload by at most ten waits (and the one running). Instants are
+// clock.Clock readings; not safe for concurrent use (Run's goroutine).
+type debounce struct {
+	wait    time.Duration
+	pending bool  // a reload is scheduled
+	first   int64 // the first event since the last reload
+}
+
+// event is told of an event at now, and reports whether the reload is to
+// be (re)scheduled wait from now.
+func (d *debounce) event(now int64) bool {
+	if !d.pending {
+		d.pending, d.first = true, now
+		return true
+	}
+	// A reading behind first (a clock that moved back) is no time passed.
+	return now-d.first < 10*int64(d.wait)
+}
+
+// fired is told that the scheduled reload runs.
+func (d *debounce) fired() { d.pending = false }
 
 // concerns reports whether ev may have changed the policy file: an event
 // on the file itself or on the "..data" symlink of a Kubernetes volume.
