@@ -20,6 +20,16 @@
 // and headers (respond.go), the front doors' headers (DecideFunc), and
 // the metrics (rules.go).
 //
+// # Why was a request limited
+//
+// A response that limited or degraded a descriptor carries Envoy
+// dynamic_metadata (metadata.go: the domain, rule, hashed bucket key,
+// cost, remaining, retry-after, reason); an OK response carries none and
+// costs nothing more. Options.DecisionLog logs each refusal and degraded
+// answer at info and every decision at debug, each level bounded per
+// second (decisionlog.go); Options.Tracer makes each decision a span
+// (trace.go). None of them holds a client's value: keys are hashed.
+//
 // # Bad requests
 //
 // What Envoy's configuration shapes gets a gRPC InvalidArgument, and Envoy
@@ -43,5 +53,6 @@
 // the rest.
 //
 // Service is safe for concurrent use; the hot path allocates only the
-// response it returns.
+// response it returns (one allocation up to two descriptors, plus the
+// metadata's map when a descriptor was limited or degraded).
 package service

@@ -21,9 +21,11 @@ const (
 )
 
 // respond writes the answer from the verdicts: one status per descriptor,
-// in order, and the headers of the request as a whole.
-func respond(vs []Verdict) *rlsv3.RateLimitResponse {
-	resp, statuses, durations := newResponse(len(vs))
+// in order, the headers of the request as a whole and, when a descriptor
+// was limited or degraded, the dynamic metadata (metadata.go).
+func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse {
+	top := deciding(vs)
+	resp, statuses, durations, x := newResponse(len(vs), top >= 0)
 	var (
 		over, degraded bool
 		retry          time.Duration // the longest wait of an over-limit descriptor
@@ -46,18 +48,22 @@ func respond(vs []Verdict) *rlsv3.RateLimitResponse {
 		}
 		degraded = degraded || v.Degraded()
 	}
+	if top < 0 {
+		return resp // neither over the limit nor degraded: no header, no metadata
+	}
 	if over {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		switch {
 		case reason != "":
-			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderReason, Value: reason})
+			x.addHeader(resp, HeaderReason, reason)
 		case retry > 0:
-			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(ceilSeconds(int64(retry)), 10)})
+			x.addHeader(resp, HeaderRetryAfter, strconv.FormatInt(ceilSeconds(int64(retry)), 10))
 		}
 	}
 	if degraded {
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderDegraded, Value: "store-error"})
+		x.addHeader(resp, HeaderDegraded, "store-error")
 	}
+	resp.DynamicMetadata = sc.metadata(domain, vs, top, ceilSeconds(int64(retry)), &x.meta)
 	return resp
 }
 
@@ -70,28 +76,58 @@ type smallResponse struct {
 	durations [2]durationpb.Duration
 }
 
+// limitedParts are what an answer that limited or degraded a descriptor
+// adds: at most two headers (a reason or a retry-after, and the degraded
+// mark) and the dynamic metadata.
+type limitedParts struct {
+	headers [2]corev3.HeaderValue
+	ptrs    [2]*corev3.HeaderValue
+	meta    metaBlock
+}
+
+func (x *limitedParts) addHeader(resp *rlsv3.RateLimitResponse, key, value string) {
+	n := len(resp.ResponseHeadersToAdd)
+	x.headers[n] = corev3.HeaderValue{Key: key, Value: value}
+	resp.ResponseHeadersToAdd = append(x.ptrs[:n], &x.headers[n])
+}
+
 // newResponse returns an OK response whose n statuses point into statuses,
-// and n durations for them to point at.
-func newResponse(n int) (*rlsv3.RateLimitResponse, []rlsv3.RateLimitResponse_DescriptorStatus, []durationpb.Duration) {
+// and n durations for them to point at; and, when limited, the parts of a
+// limited answer. Up to 2 descriptors it is one allocation.
+func newResponse(n int, limited bool) (*rlsv3.RateLimitResponse, []rlsv3.RateLimitResponse_DescriptorStatus, []durationpb.Duration, *limitedParts) {
 	var (
 		resp      *rlsv3.RateLimitResponse
 		statuses  []rlsv3.RateLimitResponse_DescriptorStatus
 		durations []durationpb.Duration
+		x         *limitedParts
+		small     *smallResponse
 	)
-	if n <= len(smallResponse{}.ptrs) {
-		b := new(smallResponse)
-		resp, statuses, durations = &b.resp, b.statuses[:n], b.durations[:n]
-		resp.Statuses = b.ptrs[:n]
-	} else {
+	switch {
+	case n > len(smallResponse{}.ptrs):
 		resp = new(rlsv3.RateLimitResponse)
 		statuses, durations = make([]rlsv3.RateLimitResponse_DescriptorStatus, n), make([]durationpb.Duration, n)
 		resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+		if limited {
+			x = new(limitedParts)
+		}
+	case limited:
+		b := new(struct {
+			smallResponse
+			limitedParts
+		})
+		small, x = &b.smallResponse, &b.limitedParts
+	default:
+		small = new(smallResponse)
+	}
+	if small != nil {
+		resp, statuses, durations = &small.resp, small.statuses[:n], small.durations[:n]
+		resp.Statuses = small.ptrs[:n]
 	}
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	for i := range statuses {
 		resp.Statuses[i] = &statuses[i]
 	}
-	return resp, statuses, durations
+	return resp, statuses, durations, x
 }
 
 func setDuration(d *durationpb.Duration, ns int64) {

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/metrics"
@@ -32,6 +33,9 @@ type ruleInfo struct {
 	fallback     prometheus.Counter
 	storeErrorOK prometheus.Counter
 	storeErrorNo prometheus.Counter // answered OVER_LIMIT
+	// The rule's name and domain as dynamic metadata values (metadata.go),
+	// shared by every response: read only.
+	metaRule, metaDomain *structpb.Value
 }
 
 func (s *Service) ruleTable(pol *policy.Policy) *ruleTable {
@@ -49,7 +53,8 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 	for _, d := range pol.Domains() {
 		t.noRule[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultNoRule)
 		for _, r := range pol.Rules(d) {
-			info := &ruleInfo{limit: &rlsv3.RateLimitResponse_RateLimit{Name: r.Name}}
+			info := &ruleInfo{limit: &rlsv3.RateLimitResponse_RateLimit{Name: r.Name},
+				metaRule: structpb.NewStringValue(r.Name), metaDomain: structpb.NewStringValue(d)}
 			for _, res := range []Result{ResultOK, ResultOverLimit, ResultRefused, ResultShadowOverLimit, ResultStoreError} {
 				info.result[res] = m.Decisions.WithLabelValues(d, r.Name, res.String())
 			}

@@ -11,6 +11,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -45,15 +46,22 @@ type Options struct {
 	// StoreLogEvery is the least time between two log lines about store
 	// failures [10s]; each line says how many failures it stands for.
 	StoreLogEvery time.Duration
+	// DecisionLog logs refusals and degraded answers at info, every
+	// decision at debug, bounded per second (decisionlog.go); off without
+	// its Logger.
+	DecisionLog DecisionLog
+	// Tracer, when set, traces each decision as one span (trace.go).
+	Tracer trace.Tracer
 }
 
 // Service implements rlsv3.RateLimitServiceServer.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	opts     Options
-	rules    atomic.Pointer[ruleTable]
-	scratch  sync.Pool
-	storeLog *logEvery
+	opts      Options
+	rules     atomic.Pointer[ruleTable]
+	scratch   sync.Pool
+	storeLog  *logEvery
+	decisions *decisionLog // nil: off
 }
 
 // New returns a Service.
@@ -70,7 +78,7 @@ func New(opts Options) (*Service, error) {
 	if opts.StoreLogEvery <= 0 {
 		opts.StoreLogEvery = 10 * time.Second
 	}
-	s := &Service{opts: opts, storeLog: newLogEvery(opts.StoreLogEvery)}
+	s := &Service{opts: opts, storeLog: newLogEvery(opts.StoreLogEvery), decisions: newDecisionLog(opts.DecisionLog)}
 	s.scratch.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -148,8 +156,11 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	sc := s.scratch.Get().(*scratch)
 	defer s.scratch.Put(sc)
 
+	ctx, span := s.startSpan(ctx)
 	sc.plan(pol, domain, descriptors, hits)
+	span.storeBegin()
 	sc.decide(ctx, s.opts.Store, s.opts.Local, now)
+	span.storeEnd()
 	switch {
 	case sc.enforced.err != nil || sc.shadow.err != nil:
 		s.opts.Metrics.StoreErrors.WithLabelValues(s.opts.StoreName).Inc()
@@ -158,23 +169,24 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 		s.logStoreBack(ctx, now)
 	}
 	verdicts := sc.judge(table)
-	resp := respond(verdicts)
+	resp := sc.respond(domain, verdicts)
 	table.count(domain, verdicts, s.opts.Metrics)
-	// A store call that timed out may have charged: tell the store whether
-	// the request went through on on_store_error's answer (a shadow rule's
-	// charge stands, as it does when the store answers).
-	var amb store.Ambiguous
-	if errors.As(sc.enforced.err, &amb) {
-		amb.Resolve(resp.OverallCode == rlsv3.RateLimitResponse_OK)
-	}
-	if errors.As(sc.shadow.err, &amb) {
-		amb.Resolve(true)
-	}
+	s.describe(ctx, now, domain, sc, verdicts, resp, &span)
+	sc.resolveAmbiguous(resp)
 	if f != nil {
 		f(sc.decision(resp))
 		sc.dec = Decision{} // the pool keeps no response alive
 	}
 	return resp
+}
+
+// describe says why the request was answered so, besides the response's
+// metadata: the decision log and the span.
+func (s *Service) describe(ctx context.Context, now int64, domain string, sc *scratch, vs []Verdict, resp *rlsv3.RateLimitResponse, span *decisionSpan) {
+	if s.decisions != nil {
+		s.decisions.write(ctx, now, domain, sc, vs)
+	}
+	span.end(domain, s.opts.StoreName, sc, vs, resp)
 }
 
 // logStoreFailure logs the store's failure of this request, unless a line

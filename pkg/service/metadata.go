@@ -1,0 +1,168 @@
+package service
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"unsafe"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Keys of the dynamic_metadata a response carries when a descriptor was
+// limited or degraded; Envoy's ratelimit filter puts it under its own
+// namespace, so an access log reads them as
+// %DYNAMIC_METADATA(envoy.filters.http.ratelimit:rule)%. The top-level keys
+// describe the descriptor that decided the answer (the first over the
+// limit, else the first degraded); when several were limited or degraded,
+// MetaDescriptors lists each with the same keys (no domain) and its index.
+const (
+	MetaDomain      = "domain"
+	MetaRule        = "rule"
+	MetaResult      = "result"      // the metric label: over_limit, refused, store_error
+	MetaKey         = "key"         // hashed bucket key (KeyHashLength hex digits); no client value
+	MetaCost        = "cost"        // asked of the bucket; negative: a refund
+	MetaRemaining   = "remaining"   // whole tokens left
+	MetaRetryAfter  = "retry_after" // whole seconds; at the top level the response's Retry-After
+	MetaReason      = "reason"      // why it can never pass as it is; absent when none
+	MetaDegraded    = "degraded"    // on_store_error answered
+	MetaIndex       = "index"       // the descriptor's place in the request
+	MetaDescriptors = "descriptors"
+)
+
+// KeyHashLength is the length of a hashed bucket key: the first 48 bits of
+// its SHA-256, in hex. It tells buckets apart in logs and traces and is the
+// same on every replica; a low-entropy value (an address) can be guessed
+// from it by trying, so it hides values from a casual reader, not from a
+// determined one.
+const KeyHashLength = 12
+
+// keyHashTo writes the hashed key of the verdict at index i into dst and
+// reports whether the descriptor has a bucket key (it has none without a
+// rule, or refused before the store).
+func (sc *scratch) keyHashTo(dst *[KeyHashLength]byte, i int) bool {
+	ds := &sc.descs[i]
+	if ds.keyEnd == ds.keyStart {
+		return false
+	}
+	sum := sha256.Sum256(sc.keys[ds.keyStart:ds.keyEnd])
+	hex.Encode(dst[:], sum[:KeyHashLength/2])
+	return true
+}
+
+// keyHash is keyHashTo as a string, "" without a bucket key.
+func (sc *scratch) keyHash(i int) string {
+	var k [KeyHashLength]byte
+	if !sc.keyHashTo(&k, i) {
+		return ""
+	}
+	return string(k[:])
+}
+
+// deciding is the index of the verdict that decided a response (the first
+// over the limit, else the first degraded), -1 when none did.
+func deciding(vs []Verdict) int {
+	first := -1
+	for i := range vs {
+		switch {
+		case vs[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT:
+			return i
+		case first < 0 && vs[i].Degraded():
+			first = i
+		}
+	}
+	return first
+}
+
+// Values every metadata shares, read only (as the rules' current_limit and
+// their metaRule and metaDomain are): results, booleans, and the small
+// whole numbers that most costs, balances and waits are.
+var (
+	metaResults = func() (vs [numResults]*structpb.Value) {
+		for r := range vs {
+			vs[r] = structpb.NewStringValue(Result(r).String())
+		}
+		return vs
+	}()
+	metaBools   = [2]*structpb.Value{structpb.NewBoolValue(false), structpb.NewBoolValue(true)}
+	metaNumbers = func() (vs [256]*structpb.Value) {
+		for n := range vs {
+			vs[n] = structpb.NewNumberValue(float64(n))
+		}
+		return vs
+	}()
+)
+
+// metaNumber is n as a metadata value, shared when it is small.
+func metaNumber(n int64) *structpb.Value {
+	if n >= 0 && n < int64(len(metaNumbers)) {
+		return metaNumbers[n]
+	}
+	return structpb.NewNumberValue(float64(n))
+}
+
+// metaBlock holds what of one descriptor's metadata is its own, so that
+// it costs one allocation (none for the top level: it lives in the
+// response's).
+type metaBlock struct {
+	top  structpb.Struct
+	key  structpb.Value
+	keyK structpb.Value_StringValue
+	hash [KeyHashLength]byte
+}
+
+// metadata is the response's dynamic_metadata, written into top's block:
+// the verdict top, that decided (with retryAfter, the response's wait),
+// and, when several descriptors were limited or degraded, each of them
+// under MetaDescriptors.
+func (sc *scratch) metadata(domain string, vs []Verdict, top int, retryAfter int64, blk *metaBlock) *structpb.Struct {
+	f := sc.metaFields(top, &vs[top], retryAfter, blk)
+	f[MetaDomain] = vs[top].info.metaDomain
+	n := 0
+	for i := range vs {
+		if vs[i].notable() {
+			n++
+		}
+	}
+	if n > 1 {
+		list := make([]*structpb.Value, 0, n)
+		for i := range vs {
+			if v := &vs[i]; v.notable() {
+				b := new(metaBlock)
+				df := sc.metaFields(i, v, ceilSeconds(int64(v.Retry)), b)
+				df[MetaIndex] = metaNumber(int64(i))
+				list = append(list, structpb.NewStructValue(&b.top))
+			}
+		}
+		f[MetaDescriptors] = structpb.NewListValue(&structpb.ListValue{Values: list})
+	}
+	return &blk.top
+}
+
+// metaFields makes blk.top the metadata of verdict i and returns its fields.
+func (sc *scratch) metaFields(i int, v *Verdict, retryAfter int64, blk *metaBlock) map[string]*structpb.Value {
+	f := make(map[string]*structpb.Value, 8)
+	f[MetaRule] = v.info.metaRule
+	f[MetaResult] = metaResults[v.Result]
+	f[MetaDegraded] = metaBools[b2i(v.Degraded())]
+	f[MetaCost] = metaNumber(v.Cost)
+	f[MetaRemaining] = metaNumber(v.Remaining)
+	f[MetaRetryAfter] = metaNumber(retryAfter)
+	if sc.keyHashTo(&blk.hash, i) {
+		blk.keyK.StringValue = unsafe.String(&blk.hash[0], len(blk.hash))
+		blk.key.Kind = &blk.keyK
+		f[MetaKey] = &blk.key
+	}
+	if v.Reason != "" {
+		f[MetaReason] = structpb.NewStringValue(v.Reason)
+	}
+	blk.top.Fields = f
+	return f
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

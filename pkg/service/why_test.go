@@ -1,0 +1,362 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/store/memory"
+)
+
+// TestDynamicMetadata: an OK answer carries no metadata; a limited one
+// says, for each limited descriptor, the domain, rule, hashed key (never
+// the client's value), cost, remaining, retry-after and reason, and its
+// top level is the descriptor that decided. current_limit.name is the rule.
+func TestDynamicMetadata(t *testing.T) {
+	f := newFixture(t, nil)
+	for range 5 {
+		if r := f.call(t, 0, descr("user_id", "jill-secret")); r.DynamicMetadata != nil {
+			t.Fatalf("an OK answer carries metadata: %v", r.DynamicMetadata)
+		}
+	}
+	f.clk.Add(300 * time.Millisecond)
+	r := f.call(t, 0, descr("path", "/healthz"), descr("user_id", "jill-secret"), descr("remote_address", "10.0.0.1"))
+	if r.Statuses[1].CurrentLimit.GetName() != "per-user" {
+		t.Fatalf("current_limit.name %q", r.Statuses[1].CurrentLimit.GetName())
+	}
+	md := r.DynamicMetadata.GetFields()
+	if md == nil {
+		t.Fatal("an OVER_LIMIT answer without metadata")
+	}
+	js, _ := protojson.Marshal(r.DynamicMetadata)
+	if strings.Contains(string(js), "jill") || strings.Contains(string(js), "10.0.0.1") {
+		t.Fatalf("a client's value in the metadata: %s", js)
+	}
+	key := md[MetaKey].GetStringValue()
+	if !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(key) {
+		t.Fatalf("key %q: want %d hex digits", key, KeyHashLength)
+	}
+	want := map[string]any{
+		MetaDomain: "edge", MetaRule: "per-user", MetaResult: "over_limit", MetaCost: 1.0,
+		MetaRemaining: 0.0, MetaRetryAfter: 1.0, MetaDegraded: false,
+	}
+	for k, w := range want {
+		if got := md[k].AsInterface(); got != w {
+			t.Errorf("%s: %v, want %v", k, got, w)
+		}
+	}
+	if _, ok := md[MetaDescriptors]; ok {
+		t.Fatalf("one descriptor limited, yet a list: %v", md)
+	}
+	// Two limited: the top level is the first, and both are listed; each
+	// bucket its own key, the same bucket the same key.
+	for range 5 {
+		f.call(t, 0, descr("user_id", "kim"))
+	}
+	two := f.call(t, 0, descr("user_id", "kim"), descr("path", "/healthz"), descr("user_id", "jill-secret")).DynamicMetadata.GetFields()
+	list := two[MetaDescriptors].GetListValue().GetValues()
+	if len(list) != 2 {
+		t.Fatalf("descriptors %v: want the two limited (not the unlimited)", list)
+	}
+	first, second := list[0].GetStructValue().GetFields(), list[1].GetStructValue().GetFields()
+	if first[MetaIndex].GetNumberValue() != 0 || second[MetaIndex].GetNumberValue() != 2 || second[MetaKey].GetStringValue() != key ||
+		first[MetaKey].GetStringValue() == key || two[MetaKey].GetStringValue() != first[MetaKey].GetStringValue() ||
+		second[MetaRule].GetStringValue() != "per-user" || second[MetaRetryAfter].GetNumberValue() != 1 {
+		t.Fatalf("descriptors: %v", list)
+	}
+	if _, ok := first[MetaDomain]; ok {
+		t.Fatalf("the domain is said once, at the top: %v", first)
+	}
+}
+
+// TestDynamicMetadataRefusedAndDegraded: a refusal says its reason; a
+// degraded answer that allowed says so, with the rule's on_store_error
+// result, though the request went through.
+func TestDynamicMetadataRefusedAndDegraded(t *testing.T) {
+	f := newFixture(t, nil)
+	up := descr("user_id", "lee", "path", "/upload/a")
+	r := f.call(t, 11, up)
+	md := r.DynamicMetadata.GetFields()
+	if md[MetaResult].GetStringValue() != "refused" || !strings.Contains(md[MetaReason].GetStringValue(), "max_cost 10") ||
+		md[MetaCost].GetNumberValue() != 11 || md[MetaRetryAfter].GetNumberValue() != 0 {
+		t.Fatalf("refused: %v", md)
+	}
+	if _, ok := md[MetaKey]; ok {
+		t.Fatalf("a descriptor refused before the store has no bucket key: %v", md)
+	}
+
+	svc, flaky, _ := flakyService(t, "local.yaml", localPolicy)
+	flaky.fail = true
+	resp, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("path", "/p")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md = resp.DynamicMetadata.GetFields()
+	if resp.OverallCode != ok || md[MetaResult].GetStringValue() != "store_error" || !md[MetaDegraded].GetBoolValue() || md[MetaRule].GetStringValue() != "open" {
+		t.Fatalf("degraded: %v %v", resp.OverallCode, md)
+	}
+}
+
+// capture is a slog handler that keeps every record.
+type capture struct {
+	mu    sync.Mutex
+	level slog.Level
+	recs  []slog.Record
+}
+
+func (c *capture) Enabled(_ context.Context, l slog.Level) bool { return l >= c.level }
+func (c *capture) WithAttrs([]slog.Attr) slog.Handler           { return c }
+func (c *capture) WithGroup(string) slog.Handler                { return c }
+func (c *capture) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recs = append(c.recs, r.Clone())
+	return nil
+}
+
+// take returns the records so far, as message and attributes, and forgets them.
+func (c *capture) take() []map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[string]string
+	for _, r := range c.recs {
+		m := map[string]string{"msg": r.Message, "level": r.Level.String()}
+		r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
+		out = append(out, m)
+	}
+	c.recs = nil
+	return out
+}
+
+func decisionLogFixture(t *testing.T, level slog.Level, perSecond int) (*fixture, *capture) {
+	t.Helper()
+	pol, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.Activate()
+	clk := new(clock.Fake)
+	st := memory.New(memory.Options{Clock: clk})
+	m := metrics.New(prometheus.NewRegistry())
+	c := &capture{level: level}
+	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: st, StoreName: "memory", Metrics: m, Clock: clk,
+		DecisionLog: DecisionLog{Logger: slog.New(c), PerSecond: perSecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{svc, clk, m, st}, c
+}
+
+// TestDecisionLog: at info, each refusal is a line with the rule, hashed
+// key, cost, remaining, retry-after and reason, and allowed requests log
+// nothing; at most PerSecond lines a second, the next line saying how many
+// were dropped.
+func TestDecisionLog(t *testing.T) {
+	f, c := decisionLogFixture(t, slog.LevelInfo, 3)
+	for range 5 {
+		f.call(t, 0, descr("user_id", "mo"))
+	}
+	if got := c.take(); len(got) != 0 {
+		t.Fatalf("allowed requests logged at info: %v", got)
+	}
+	for range 10 {
+		f.call(t, 0, descr("user_id", "mo"))
+	}
+	got := c.take()
+	if len(got) != 3 {
+		t.Fatalf("10 refusals in one second: %d lines, want 3: %v", len(got), got)
+	}
+	l := got[0]
+	for k, w := range map[string]string{"msg": MsgLimited, "level": "INFO", MetaDomain: "edge", MetaRule: "per-user",
+		MetaResult: "over_limit", "code": "OVER_LIMIT", MetaCost: "1", MetaRemaining: "0", MetaRetryAfter: "1s"} {
+		if l[k] != w {
+			t.Errorf("%s: %q, want %q (%v)", k, l[k], w, l)
+		}
+	}
+	if len(l[MetaKey]) != KeyHashLength || strings.Contains(strings.Join(values(l), " "), "mo\"") {
+		t.Errorf("key %q", l[MetaKey])
+	}
+	if _, ok := got[2]["dropped"]; ok {
+		t.Errorf("nothing dropped yet: %v", got[2])
+	}
+	f.clk.Add(time.Second) // the next second: one token, then a refusal
+	f.call(t, 0, descr("user_id", "mo"))
+	f.call(t, 0, descr("user_id", "mo"))
+	if got := c.take(); len(got) != 1 || got[0]["dropped"] != "7" {
+		t.Fatalf("the next second's first line: %v, want dropped=7", got)
+	}
+}
+
+func values(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestDecisionLogDebug: at debug every decision is a line, the request id
+// left out; refusals stay at info, each level with its own budget.
+func TestDecisionLogDebug(t *testing.T) {
+	f, c := decisionLogFixture(t, slog.LevelDebug, 2)
+	f.call(t, 0, descr("request_id", "r"), descr("user_id", "ned"), descr("nobody", "x"), descr("path", "/healthz"))
+	got := c.take()
+	if len(got) != 2 || got[0]["msg"] != MsgDecision || got[0][MetaResult] != "ok" || got[0]["level"] != "DEBUG" || got[1][MetaResult] != "no_rule" {
+		t.Fatalf("4 descriptors: %v", got)
+	}
+	if _, ok := got[1][MetaRule]; ok {
+		t.Fatalf("no rule, yet a rule: %v", got[1])
+	}
+	f.clk.Add(time.Second)
+	for range 5 {
+		f.call(t, 0, descr("user_id", "ned"))
+	}
+	f.call(t, 0, descr("user_id", "ned"))
+	f.call(t, 0, descr("user_id", "ned"))
+	got = c.take()
+	levels := ""
+	for _, l := range got {
+		levels += l["level"][:1]
+	}
+	if levels != "DDII" {
+		t.Fatalf("levels %q, want 2 debug lines (the budget) and both refusals at info: %v", levels, got)
+	}
+}
+
+// TestDecisionLogDegraded: a degraded answer is logged at info whatever it
+// answered.
+func TestDecisionLogDegraded(t *testing.T) {
+	pol, err := policy.Parse("local.yaml", []byte(localPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.Activate()
+	c := &capture{level: slog.LevelInfo}
+	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: &switchable{fail: true}, StoreName: "redis",
+		Metrics: metrics.New(prometheus.NewRegistry()), Clock: new(clock.Fake), Logger: slog.New(slog.DiscardHandler),
+		DecisionLog: DecisionLog{Logger: slog.New(c)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("path", "/p"), descr("tenant", "t")}}); err != nil {
+		t.Fatal(err)
+	}
+	got := c.take()
+	if len(got) != 2 || got[0]["msg"] != MsgDegraded || got[0][MetaDegraded] != "true" || got[1]["msg"] != MsgLimited || got[1][MetaRule] != "strict" {
+		t.Fatalf("allow and deny while the store fails: %v", got)
+	}
+}
+
+// TestLineBudget: per lines an interval, exactly, from many goroutines,
+// and the first line of a later interval counts the rest.
+func TestLineBudget(t *testing.T) {
+	var b lineBudget
+	b.init(50, time.Second)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	passed := 0
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if _, ok := b.take(int64(100 * time.Millisecond)); ok {
+					mu.Lock()
+					passed++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if passed != 50 {
+		t.Fatalf("%d lines through, want 50", passed)
+	}
+	if dropped, ok := b.take(int64(time.Second)); !ok || dropped != 750 {
+		t.Fatalf("next interval: %d dropped, %v", dropped, ok)
+	}
+}
+
+// TestMetadataIsAStruct: the metadata is a Struct Envoy can read: its
+// JSON form round-trips.
+func TestMetadataIsAStruct(t *testing.T) {
+	f := newFixture(t, nil)
+	r := f.call(t, 11, descr("user_id", "o", "path", "/upload/a"))
+	js, err := protojson.Marshal(r.DynamicMetadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back structpb.Struct
+	if err := protojson.Unmarshal(js, &back); err != nil || len(back.Fields) != len(r.DynamicMetadata.Fields) {
+		t.Fatalf("%s: %v", js, err)
+	}
+}
+
+// TestSpan: with a tracer, a decision is one span, a child of the trace
+// in the context, with the domain, rules, results, code and store timing;
+// a store failure marks it an error.
+func TestSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	pol, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol.Activate()
+	clk := new(clock.Fake)
+	flaky := &switchable{ok: memory.New(memory.Options{Clock: clk})}
+	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: flaky, StoreName: "memory", Metrics: metrics.New(prometheus.NewRegistry()),
+		Clock: clk, Logger: slog.New(slog.DiscardHandler), Tracer: tp.Tracer("test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5}, TraceFlags: trace.FlagsSampled, Remote: true})
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("request_id", "r"), descr("user_id", "pat"), descr("nobody", "x")}}
+	if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	flaky.fail = true
+	if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	sp := spans[0]
+	if sp.Name() != SpanName || sp.Parent().TraceID() != parent.TraceID() || sp.Parent().SpanID() != parent.SpanID() || sp.SpanKind() != trace.SpanKindServer {
+		t.Fatalf("span %s, parent %v", sp.Name(), sp.Parent())
+	}
+	attrs := map[string]string{}
+	for _, a := range sp.Attributes() {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	for k, w := range map[string]string{AttrDomain: "edge", AttrRules: `["per-user"]`, AttrResults: `["ok","no_rule"]`, AttrCode: "OK",
+		AttrDegraded: "false", AttrStore: "memory", AttrStoreDuration: "0"} {
+		if attrs[k] != w {
+			t.Errorf("%s = %q, want %q", k, attrs[k], w)
+		}
+	}
+	if st := spans[1].Status(); st.Code != otelcodes.Error || len(spans[1].Events()) != 1 {
+		t.Errorf("store failure: status %v, events %v", st, spans[1].Events())
+	}
+}
