@@ -56,7 +56,19 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	defer st.close()
 
-	svc, err := service.New(service.Options{Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log})
+	tr, err := startTracing(ctx, s.OTLPEndpoint, versionString())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := tr.shutdown(context.Background()); err != nil {
+			log.Warn("tracing: spans not sent at shutdown", slog.String("error", err.Error()))
+		}
+	}()
+	svc, err := service.New(service.Options{
+		Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log,
+		DecisionLog: decisionLog(s, log), Tracer: tr.tracer,
+	})
 	if err != nil {
 		return err
 	}
@@ -71,12 +83,22 @@ func serve(args []string, stderr io.Writer) error {
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
 		Policy: current, Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
+		Propagator: tr.propagator,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("tokengate starting", slog.String("version", versionString()), slog.String("store", s.Store))
+	log.Info("tokengate starting", slog.String("version", versionString()), slog.String("store", s.Store), slog.Bool("tracing", tr.tracer != nil))
 	return srv.Serve(ctx)
+}
+
+// decisionLog is the service's decision log: serve's logger, at most
+// --decision-log-rate lines a second per level; 0 turns it off.
+func decisionLog(s settings, log *slog.Logger) service.DecisionLog {
+	if s.DecisionLogRate == 0 {
+		return service.DecisionLog{}
+	}
+	return service.DecisionLog{Logger: log, PerSecond: s.DecisionLogRate}
 }
 
 // loadPolicy loads the policy file and keeps watching it, or compiles the

@@ -47,7 +47,11 @@ type settings struct {
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
-	Redis                 redisSettings // the other --redis-* settings (redis.go)
+	// Why was a request limited (tracing.go): the decision log's lines a
+	// second per level, and the OTLP endpoint that turns tracing on.
+	DecisionLogRate int
+	OTLPEndpoint    string
+	Redis           redisSettings // the other --redis-* settings (redis.go)
 }
 
 // A setting is one row of settingsTable.
@@ -309,6 +313,11 @@ func (s settings) check() error {
 		return fmt.Errorf("--forward-auth-deny-status %d: want an HTTP error status, 400 to 599", s.ForwardAuthDenyStatus)
 	case s.ShutdownTimeout <= 0 || s.JanitorInterval <= 0 || s.ReplayWindow <= 0:
 		return fmt.Errorf("--shutdown-timeout, --janitor-interval and --replay-window must be positive")
+	case s.DecisionLogRate < 0:
+		return fmt.Errorf("--decision-log-rate %d: want lines a second, or 0 to turn the decision log off", s.DecisionLogRate)
+	}
+	if err := checkOTLPEndpoint(s.OTLPEndpoint); err != nil {
+		return err
 	}
 	if err := s.Redis.check(); s.Store == "redis" && err != nil {
 		return err

@@ -41,6 +41,10 @@ var settingsTable = []setting{
 		func(s *settings) *int { return &s.ExtAuthzDenyStatus }),
 	opt("forward-auth-deny-status", 429, "HTTP status /v1/check denies with (ingress-nginx auth-url needs 401 or 403)",
 		func(s *settings) *int { return &s.ForwardAuthDenyStatus }),
+	opt("decision-log-rate", 100, "most decision log lines a second at each level: refusals and degraded answers at info, every decision at debug; the next line says how many were dropped (0: no decision log)",
+		func(s *settings) *int { return &s.DecisionLogRate }),
+	opt("otlp-endpoint", "", "OTLP gRPC endpoint that turns tracing on, one span per decision: http://host:4317 (plain) or https://host:4317 (TLS); without it the standard OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT does, and with neither tracing is off",
+		func(s *settings) *string { return &s.OTLPEndpoint }),
 
 	// --store redis (redis.go).
 	opt("redis-addr", "127.0.0.1:6379", "Redis host:port; comma-separated for Cluster seed nodes or Sentinels",

@@ -61,7 +61,9 @@ type extAuthz struct {
 // and the rate-limit headers in ok_response.response_headers_to_add (Envoy
 // adds them to the response to the client); a denied one gets
 // PERMISSION_DENIED and a denied_response with ExtAuthzDenyStatus, the
-// headers and a problem+json body. A request the front door cannot decide
+// headers and a problem+json body. An answer that limited or degraded a
+// descriptor carries the service's dynamic_metadata (Envoy's ext_authz
+// filter puts it under envoy.filters.http.ext_authz). A request the front door cannot decide
 // (no front_doors.ext_authz section, a domain it does not serve) is a gRPC
 // error, so that Envoy's failure_mode_allow and status_on_error apply.
 func (e extAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
@@ -109,8 +111,9 @@ func (e extAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 	}
 	if v.allowed {
 		return &authv3.CheckResponse{
-			Status:       statusOK,
-			HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: options}},
+			Status:          statusOK,
+			HttpResponse:    &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: options}},
+			DynamicMetadata: v.metadata,
 		}, nil
 	}
 	body, ctype := problem(e.d.opts.ExtAuthzDenyStatus, &v)
@@ -124,6 +127,7 @@ func (e extAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 			Headers: options,
 			Body:    body,
 		}},
+		DynamicMetadata: v.metadata,
 	}, nil
 }
 

@@ -32,6 +32,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
@@ -90,10 +91,11 @@ type verdict struct {
 	result   string // the metrics label
 	allowed  bool
 	domain   string
-	headers  []header // for the client, allowed or denied
-	violated []string // rules over their limit
-	reason   string   // why the request can never pass as it is
-	err      error    // a bad request or a missing front door: no decision
+	headers  []header         // for the client, allowed or denied
+	violated []string         // rules over their limit
+	reason   string           // why the request can never pass as it is
+	metadata *structpb.Struct // the service's dynamic metadata: nil unless limited or degraded
+	err      error            // a bad request or a missing front door: no decision
 }
 
 type header struct{ key, value string }
@@ -165,6 +167,7 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 			v.result = metrics.FrontDoorOverLimit
 		}
 		v.headers, v.violated, v.reason = rateLimitHeaders(dec)
+		v.metadata = dec.Response.DynamicMetadata
 	})
 	if err != nil {
 		return verdict{result: metrics.FrontDoorBadRequest, err: err}

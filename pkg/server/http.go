@@ -81,8 +81,11 @@ func (s *Server) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /debug/policy", s.debugPolicy)
-	if s.opts.ForwardAuth != nil {
-		mux.Handle("/v1/check", s.opts.ForwardAuth)
+	if fa := s.opts.ForwardAuth; fa != nil {
+		if s.opts.Propagator != nil {
+			fa = s.extractTraceHTTP(fa)
+		}
+		mux.Handle("/v1/check", fa)
 	}
 	if s.opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

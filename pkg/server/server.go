@@ -23,6 +23,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -70,6 +71,10 @@ type Options struct {
 	// GRPCMaxConnectionIdle is how long a gRPC connection may go without an
 	// RPC before the server closes it gracefully (GOAWAY) [5m].
 	GRPCMaxConnectionIdle time.Duration
+	// Propagator, when set, reads the trace context a caller sends (gRPC
+	// metadata, forward-auth headers) into each request's context
+	// (tracecontext.go); nil reads none.
+	Propagator propagation.TextMapPropagator
 }
 
 // Server holds the two listeners.
@@ -147,7 +152,7 @@ func New(opts Options) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time: keepaliveTime, Timeout: keepaliveTimeout, MaxConnectionIdle: opts.GRPCMaxConnectionIdle,
 		}),
-		grpc.ChainUnaryInterceptor(s.observe),
+		grpc.ChainUnaryInterceptor(s.interceptors()...),
 	)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
 	if opts.Authorization != nil {
@@ -158,6 +163,16 @@ func New(opts Options) (*Server, error) {
 	s.okObservers = s.buildOKObservers()
 	s.http = s.newHTTP()
 	return s, nil
+}
+
+// interceptors are the unary interceptors, in order: latency, then the
+// trace context when there is a propagator.
+func (s *Server) interceptors() []grpc.UnaryServerInterceptor {
+	is := []grpc.UnaryServerInterceptor{s.observe}
+	if s.opts.Propagator != nil {
+		is = append(is, s.extractTrace)
+	}
+	return is
 }
 
 // GRPCAddr is the address the gRPC listener is bound to.
