@@ -40,7 +40,12 @@ func TestConcurrentCalls(t *testing.T) {
 // BenchmarkShouldRateLimit is the whole handler for one descriptor, without
 // gRPC: match, key, store decision, response.
 func BenchmarkShouldRateLimit(b *testing.B) {
-	f := newFixture(b, nil)
+	benchUsers(b, newFixture(b, nil).svc, nil)
+}
+
+// benchUsers asks svc about 100,000 users in turn, one descriptor each,
+// b.Loop times, calling before (when not nil) before each request.
+func benchUsers(b *testing.B, svc *Service, before func()) {
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("user_id", "u")}}
 	entry := req.Descriptors[0].Entries[0]
 	users := make([]string, 100_000)
@@ -52,7 +57,10 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	for b.Loop() {
 		entry.Value = users[i%len(users)]
 		i++
-		if _, err := f.svc.ShouldRateLimit(context.Background(), req); err != nil {
+		if before != nil {
+			before()
+		}
+		if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil {
 			b.Fatal(err)
 		}
 	}

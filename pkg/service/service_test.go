@@ -60,21 +60,36 @@ type fixture struct {
 
 func newFixture(t testing.TB, st store.Store) *fixture {
 	t.Helper()
-	pol, err := policy.Parse("test.yaml", []byte(testPolicy))
+	return newFixtureWith(t, testPolicy, func(clk *clock.Fake) store.Store {
+		if st == nil {
+			st = memory.New(memory.Options{Clock: clk})
+		}
+		return st
+	}, nil)
+}
+
+// newFixtureWith is a fixture of the policy src on the store st makes
+// from the fixture's clock, with the options changed by tweak (nil: as
+// they are) before New.
+func newFixtureWith(t testing.TB, src string, st func(*clock.Fake) store.Store, tweak func(*Options)) *fixture {
+	t.Helper()
+	pol, err := policy.Parse("test.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pol.Activate()
 	clk := new(clock.Fake)
-	if st == nil {
-		st = memory.New(memory.Options{Clock: clk})
-	}
+	s := st(clk)
 	m := metrics.New(prometheus.NewRegistry())
-	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: st, StoreName: "memory", Metrics: m, Clock: clk})
+	o := Options{Policy: func() *policy.Policy { return pol }, Store: s, StoreName: "memory", Metrics: m, Clock: clk}
+	if tweak != nil {
+		tweak(&o)
+	}
+	svc, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{svc, clk, m, st}
+	return &fixture{svc, clk, m, s}
 }
 
 // descr builds a descriptor from key=value pairs.

@@ -11,7 +11,6 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -20,8 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokengate/tokengate/pkg/clock"
-	"github.com/tokengate/tokengate/pkg/metrics"
-	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
@@ -145,23 +143,15 @@ func (c *capture) take() []map[string]string {
 	return out
 }
 
+func memoryStore(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) }
+
 func decisionLogFixture(t *testing.T, level slog.Level, perSecond int) (*fixture, *capture) {
 	t.Helper()
-	pol, err := policy.Parse("test.yaml", []byte(testPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol.Activate()
-	clk := new(clock.Fake)
-	st := memory.New(memory.Options{Clock: clk})
-	m := metrics.New(prometheus.NewRegistry())
 	c := &capture{level: level}
-	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: st, StoreName: "memory", Metrics: m, Clock: clk,
-		DecisionLog: DecisionLog{Logger: slog.New(c), PerSecond: perSecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{svc, clk, m, st}, c
+	f := newFixtureWith(t, testPolicy, memoryStore, func(o *Options) {
+		o.DecisionLog = DecisionLog{Logger: slog.New(c), PerSecond: perSecond}
+	})
+	return f, c
 }
 
 // TestDecisionLog: at info, each refusal is a line with the rule, hashed
@@ -243,19 +233,11 @@ func TestDecisionLogDebug(t *testing.T) {
 // TestDecisionLogDegraded: a degraded answer is logged at info whatever it
 // answered.
 func TestDecisionLogDegraded(t *testing.T) {
-	pol, err := policy.Parse("local.yaml", []byte(localPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol.Activate()
 	c := &capture{level: slog.LevelInfo}
-	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: &switchable{fail: true}, StoreName: "redis",
-		Metrics: metrics.New(prometheus.NewRegistry()), Clock: new(clock.Fake), Logger: slog.New(slog.DiscardHandler),
-		DecisionLog: DecisionLog{Logger: slog.New(c)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
+	f := newFixtureWith(t, localPolicy, func(*clock.Fake) store.Store { return &switchable{fail: true} }, func(o *Options) {
+		o.StoreName, o.Logger, o.DecisionLog = "redis", slog.New(slog.DiscardHandler), DecisionLog{Logger: slog.New(c)}
+	})
+	if _, err := f.svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
 		Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("path", "/p"), descr("tenant", "t")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -316,18 +298,12 @@ func TestMetadataIsAStruct(t *testing.T) {
 func TestSpan(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	pol, err := policy.Parse("test.yaml", []byte(testPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol.Activate()
-	clk := new(clock.Fake)
-	flaky := &switchable{ok: memory.New(memory.Options{Clock: clk})}
-	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: flaky, StoreName: "memory", Metrics: metrics.New(prometheus.NewRegistry()),
-		Clock: clk, Logger: slog.New(slog.DiscardHandler), Tracer: tp.Tracer("test")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var flaky *switchable
+	f := newFixtureWith(t, testPolicy, func(clk *clock.Fake) store.Store {
+		flaky = &switchable{ok: memory.New(memory.Options{Clock: clk})}
+		return flaky
+	}, func(o *Options) { o.Logger, o.Tracer = slog.New(slog.DiscardHandler), tp.Tracer("test") })
+	svc := f.svc
 	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5}, TraceFlags: trace.FlagsSampled, Remote: true})
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("request_id", "r"), descr("user_id", "pat"), descr("nobody", "x")}}
