@@ -132,14 +132,21 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	// A store call that timed out may have charged: tell the store whether
 	// the request went through on on_store_error's answer (a shadow rule's
 	// charge stands, as it does when the store answers).
-	var amb store.Ambiguous
-	if errors.As(sc.enforced.err, &amb) {
-		amb.Resolve(resp.OverallCode == rlsv3.RateLimitResponse_OK)
-	}
-	if errors.As(sc.shadow.err, &amb) {
-		amb.Resolve(true)
-	}
+	resolve(sc.enforced.err, resp.OverallCode == rlsv3.RateLimitResponse_OK)
+	resolve(sc.shadow.err, true)
 	return resp
+}
+
+// resolve tells a store whose call may have charged (store.Ambiguous)
+// whether the request went through.
+func resolve(err error, passed bool) {
+	if err == nil {
+		return // before errors.As: its target would escape, an allocation per request
+	}
+	var amb store.Ambiguous
+	if errors.As(err, &amb) {
+		amb.Resolve(passed)
+	}
 }
 
 // logStoreFailure logs the store's failure of this request, unless a line
