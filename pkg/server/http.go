@@ -133,7 +133,7 @@ func (s *Server) debugPolicy(w http.ResponseWriter, _ *http.Request) {
 			for _, m := range r.Match {
 				rv.Match = append(rv.Match, m.String())
 			}
-			if !r.Unlimited {
+			if r.HasBucket() {
 				rv.Capacity, rv.Refill = r.Version.Params.Capacity(), r.Version.Params.Rate().String()
 				rv.Cost, rv.MaxCost = r.Cost, r.MaxCost
 				rv.OnResize, rv.OnStoreError = r.OnResize.String(), r.OnStoreError.String()

@@ -42,11 +42,13 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 			continue
 		}
 		info := t.rules[ds.rule]
-		st.CurrentLimit = info.limit
 		if ds.rule.Unlimited {
+			// As envoyproxy/ratelimit answers: no limit, all remaining.
+			st.LimitRemaining = 1<<32 - 1
 			info.result[metrics.ResultOK].Inc()
 			continue
 		}
+		st.CurrentLimit = info.limit
 		res, why := sc.status(ds, st, &durations[i], info)
 		if res != metrics.ResultOK && !(res == metrics.ResultStoreError && sc.fallbackAllows(ds)) {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT

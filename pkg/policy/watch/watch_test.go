@@ -29,7 +29,7 @@ domains:
 `, revision, 100+revision)
 }
 
-var badFile = []byte("revision: 99\ndomains:\n  edge:\n    - name: per-user\n      match: [{key: user_id}]\n      capacity: 0\n      refill: 10/q\n")
+var badFile = []byte("revision: 99\ndomains:\n  edge:\n    - name: per-user\n      match: [{key: user_id}]\n      capacity: -1\n      refill: 10/q\n")
 
 // reloads records what the hook hears.
 type reloads struct {
@@ -269,7 +269,7 @@ func TestInvalidFileKeepsLastGood(t *testing.T) {
 	good := f.w.Current()
 	write(t, path, badFile)
 	// Both issues of the file come in one refusal.
-	f.waitFailure(t, `domain "edge" rule "per-user": capacity 0 out of range [1, 1000000000000000]
+	f.waitFailure(t, `domain "edge" rule "per-user": capacity -1 out of range [1, 1000000000000000]
 `+path+`:7: domain "edge" rule "per-user": refill: rate "10/q"`)
 	if f.w.Current() != good || f.successes() != "1" {
 		t.Fatal("a bad file replaced the policy")
