@@ -36,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = validate(args, stdout)
 	case "explain":
 		err = explain(args, stdout)
+	case "import":
+		err = importCmd(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "tokengate", versionString())
 	case "help":
@@ -59,6 +61,9 @@ const usage = `usage:
         [--remote-address IP] [--method M] [--path P] [--host H] [--scheme S] [--header Name=value ...]
                                    show the descriptors a front door builds for a request
                                    and the rule each one hits
+  tokengate import [-o FILE] FILE|DIR
+                                   write an envoyproxy/ratelimit config as a native policy,
+                                   every difference in behaviour on stderr
   tokengate version                print the version
 `
 
