@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -37,9 +38,10 @@ type nativeRule struct {
 }
 
 type nativeEntry struct {
-	Key    string `yaml:"key"`
-	Value  string `yaml:"value,omitempty"`
-	Shared bool   `yaml:"shared,omitempty"`
+	Key     string `yaml:"key"`
+	Value   string `yaml:"value,omitempty"`
+	Literal bool   `yaml:"literal,omitempty"`
+	Shared  bool   `yaml:"shared,omitempty"`
 }
 
 type nativeLimit struct {
@@ -75,7 +77,7 @@ func (p *Policy) NativeYAML() ([]byte, error) {
 func nativeOf(r *Rule) nativeRule {
 	nr := nativeRule{Name: r.Name, Unlimited: r.Unlimited, NotLimited: r.NotLimited, Shadow: r.Shadow, Replaces: r.Replaces}
 	for _, m := range r.Match {
-		e := nativeEntry{Key: m.Key, Shared: m.Shared}
+		e := nativeEntry{Key: m.Key, Shared: m.Shared, Literal: m.Kind == MatchExact && strings.Contains(m.Value, "*")}
 		if m.Kind != MatchAny {
 			e.Value = m.written()
 		} else if m.Shared {

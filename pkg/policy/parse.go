@@ -16,7 +16,7 @@ import (
 var (
 	topFields   = []string{"revision", "request_id_key", "domains", "front_doors"}
 	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces"}
-	entryFields = []string{"key", "value", "shared"}
+	entryFields = []string{"key", "value", "shared", "literal"}
 	// bucketFields only make sense on a rule with a bucket.
 	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "current_limit"}
 )
@@ -247,6 +247,10 @@ func (r *reader) match(n *yaml.Node, a at) []Pattern {
 			}
 		}
 		pat, err := parsePattern(key, value, vn != nil)
+		if literal, _ := r.flag(f, a, "literal"); literal && err == nil {
+			// The value as is: a "*" in it is a plain character.
+			pat = Pattern{Key: key, Value: value, Kind: MatchExact}
+		}
 		if err != nil {
 			r.fail(vn, a, "match", fmt.Errorf("entry %d (key %q): value %q: %w", i+1, key, value, err))
 			continue

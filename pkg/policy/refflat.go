@@ -35,8 +35,8 @@ func (r *reader) refRules(f *refFile) *domain {
 				continue // a stop no descriptor reaches
 			}
 			rule.Name = uniqueName(d, rule.Name, rule.Line)
-			if rule.NotLimited {
-				rule.Limit.Name = rule.Name
+			if rule.NotLimited || rule.Unlimited {
+				rule.Limit.Name = rule.Name // never replaced, never reported
 			}
 			rule.prefix = keyPrefix(rule.Domain, rule.Name)
 			if prev != nil {
@@ -75,7 +75,10 @@ func keySequences(nodes []*refNode) [][]string {
 }
 
 // preference is the walk's order among siblings with one key: exact
-// values, then wildcards in file order, then the value-less node.
+// values, then wildcards in file order, then the value-less node. The
+// reference finds a wildcard node by its literal text first, with the
+// exact values ("x*" is the map key of wildcard x*): where an earlier
+// wildcard would take that text, the node comes first as an exact alias.
 func preference(nodes []*refNode, key string) []*refNode {
 	var exact, wild, any []*refNode
 	for _, n := range nodes {
@@ -84,6 +87,12 @@ func preference(nodes []*refNode, key string) []*refNode {
 		case n.value == "":
 			any = append(any, n)
 		case strings.Contains(n.value, "*"):
+			if slices.ContainsFunc(wild, func(w *refNode) bool { return w.pattern.Matches(n.value) }) {
+				alias := *n
+				alias.pattern = Pattern{Key: n.key, Value: n.value, Kind: MatchExact}
+				alias.composite += "(literal)"
+				exact = append(exact, &alias)
+			}
 			wild = append(wild, n)
 		default:
 			exact = append(exact, n)
