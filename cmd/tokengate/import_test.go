@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const refExample = "../../pkg/policy/testdata/envoyproxy/examples/example.yaml"
+
+func TestImport(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "native.yaml")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"import", "-o", out, refExample}, &stdout, &stderr); code != 0 || stdout.Len() != 0 {
+		t.Fatalf("import: exit %d, %q %q", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"token bucket, not a fixed window", "duration_until_reset", "example.yaml:55: domain \"rl\" rule \"foo.bar_banned\": requests_per_unit 0", "example.yaml:89: domain \"rl\": quota_mode"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	stdout.Reset()
+	if code := run([]string{"validate", out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "OK: revision 0, 1 domain (rl: 17 rules)") {
+		t.Fatalf("validate the import: exit %d, %q", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"explain", "--policy", out, "--domain", "rl", "foo=a", "bar=banned"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "capacity 0: always OVER_LIMIT") {
+		t.Fatalf("explain the import: exit %d, %q", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"import", out}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "is not in envoyproxy/ratelimit's format") {
+		t.Fatalf("import of a native file: exit %d, %q", code, stderr.String())
+	}
+}
+
+func TestValidateAndExplainReferenceDirectory(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(refExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "example.yaml"), data, 0o644)
+	os.WriteFile(filepath.Join(dir, "other.yaml"), []byte("domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n"), 0o644)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"validate", dir}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "2 domains (other: 1 rule, rl: 17 rules)") || !strings.Contains(stdout.String(), "warning: "+filepath.Join(dir, "example.yaml")+":89") {
+		t.Fatalf("validate: exit %d, %q %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"explain", "--policy", dir, "--domain", "other", "k=v"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), `matches rule "k" (`+filepath.Join(dir, "other.yaml")+":3)") {
+		t.Fatalf("explain: exit %d, %q", code, stdout.String())
+	}
+	os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("domain: bad\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n"), 0o644)
+	stderr.Reset()
+	if code := run([]string{"validate", dir}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), filepath.Join(dir, "bad.yaml")+`:4: domain "bad": rate_limit: k: invalid rate limit unit`) {
+		t.Fatalf("validate a bad directory: exit %d, %q", code, stderr.String())
+	}
+}
