@@ -69,12 +69,7 @@ func TestDirectoryConfigMapSwap(t *testing.T) {
 		}
 		write(t, filepath.Join(dir, ts, "a.yaml"), refFile("alpha", rev))
 		write(t, filepath.Join(dir, ts, "b.yaml"), refFile("beta", 10*rev))
-		if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
-			t.Fatal(err)
-		}
+		swapData(t, dir, ts)
 	}
 	publish(1)
 	for _, name := range []string{"a.yaml", "b.yaml"} {

@@ -204,12 +204,7 @@ func TestConfigMapSwap(t *testing.T) {
 			t.Fatal(err)
 		}
 		write(t, filepath.Join(dir, ts, "policy.yaml"), policyFile(rev))
-		if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
-			t.Fatal(err)
-		}
+		swapData(t, dir, ts)
 		if rev > 1 {
 			old := fmt.Sprintf("..2026_01_01_00_00_%02d.%d", rev-1, rev-1)
 			if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
@@ -226,6 +221,18 @@ func TestConfigMapSwap(t *testing.T) {
 	for rev := 2; rev <= 4; rev++ {
 		publish(rev)
 		f.waitRevision(t, int64(rev))
+	}
+}
+
+// swapData points dir's ..data at ts as the kubelet does: a new
+// ..data_tmp symlink renamed over ..data.
+func swapData(t *testing.T, dir, ts string) {
+	t.Helper()
+	if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
 	}
 }
 
