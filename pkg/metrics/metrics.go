@@ -1,7 +1,9 @@
 // Package metrics defines tokengate's Prometheus metrics. Everything is
 // created on an injected prometheus.Registerer (no globals), and label
 // values come only from the policy (domain, rule) and from fixed sets
-// (result, reason), never from request values.
+// (result, reason), never from request values, with one bounded exception:
+// the descriptor label of tokengate_descriptor_decisions_total, for the
+// rules that ask for it, at most MaxDescriptorSeries values per rule.
 package metrics
 
 import (
@@ -47,6 +49,8 @@ type Metrics struct {
 	// were decoded as bytes; method is FrontDoorRateLimit or
 	// FrontDoorExtAuthz.
 	InvalidUTF8 *prometheus.CounterVec // method
+
+	descriptors *descriptorSeries // CountDescriptor
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -96,11 +100,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Requests with invalid UTF-8 in a string field (a header's bytes), decoded as bytes and decided as usual, by method (ratelimit, ext_authz).",
 		}, []string{"method"}),
 	}
+	m.descriptors = newDescriptorSeries()
 	for _, method := range []string{FrontDoorRateLimit, FrontDoorExtAuthz} {
 		m.InvalidUTF8.WithLabelValues(method)
 	}
 	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
-		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.InvalidUTF8,
+		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.InvalidUTF8, m.descriptors.vec,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

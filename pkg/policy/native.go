@@ -42,6 +42,7 @@ type nativeEntry struct {
 	Value   string `yaml:"value,omitempty"`
 	Literal bool   `yaml:"literal,omitempty"`
 	Shared  bool   `yaml:"shared,omitempty"`
+	Metric  bool   `yaml:"metric,omitempty"`
 }
 
 type nativeLimit struct {
@@ -77,7 +78,7 @@ func (p *Policy) NativeYAML() ([]byte, error) {
 func nativeOf(r *Rule) nativeRule {
 	nr := nativeRule{Name: r.Name, Unlimited: r.Unlimited, NotLimited: r.NotLimited, Shadow: r.Shadow, Replaces: r.Replaces}
 	for _, m := range r.Match {
-		e := nativeEntry{Key: m.Key, Shared: m.Shared, Literal: m.Kind == MatchExact && strings.Contains(m.Value, "*")}
+		e := nativeEntry{Key: m.Key, Shared: m.Shared, Metric: m.Metric, Literal: m.Kind == MatchExact && strings.Contains(m.Value, "*")}
 		if m.Kind != MatchAny {
 			e.Value = m.written()
 		} else if m.Shared {

@@ -16,7 +16,7 @@ import (
 var (
 	topFields   = []string{"revision", "request_id_key", "domains", "front_doors"}
 	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces"}
-	entryFields = []string{"key", "value", "shared", "literal"}
+	entryFields = []string{"key", "value", "shared", "literal", "metric"}
 	// bucketFields only make sense on a rule with a bucket.
 	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "current_limit"}
 )
@@ -255,6 +255,7 @@ func (r *reader) match(n *yaml.Node, a at) []Pattern {
 			r.fail(vn, a, "match", fmt.Errorf("entry %d (key %q): value %q: %w", i+1, key, value, err))
 			continue
 		}
+		pat.Metric, _ = r.flag(f, a, "metric")
 		if sn := f["shared"]; sn != nil {
 			if pat.Shared, err = r.shared(sn, pat); err != nil {
 				r.fail(sn, a, "match", fmt.Errorf("entry %d (key %q): shared: %w", i+1, key, err))

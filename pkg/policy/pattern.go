@@ -38,6 +38,10 @@ type Pattern struct {
 	// written instead of the value. Only for patterns that accept more
 	// than one value.
 	Shared bool
+	// Metric: the descriptor's value at this position is part of the
+	// descriptor label of tokengate_descriptor_decisions_total (the
+	// reference's detailed_metric and value_to_metric).
+	Metric bool
 }
 
 // parsePattern reads a match entry: no value is any value, "v" is exact,

@@ -191,6 +191,41 @@ func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
 	return dst
 }
 
+// DescriptorMetric reports whether the rule's decisions are also counted
+// by descriptor (a pattern has Metric).
+func (r *Rule) DescriptorMetric() bool {
+	for _, m := range r.Match {
+		if m.Metric {
+			return true
+		}
+	}
+	return false
+}
+
+// MetricLabel is the descriptor label of a decision of the rule (which
+// matched entries), as the reference names its detailed stats: key_value
+// for each position whose value is counted (Metric, not Shared), else the
+// pattern as written (key_value, key_prefix*, or the key alone for any
+// value), joined by ".".
+func (r *Rule) MetricLabel(entries []Entry) string {
+	var b strings.Builder
+	for i, m := range r.Match {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(m.Key)
+		switch {
+		case m.Metric && !m.Shared:
+			b.WriteByte('_')
+			b.WriteString(entries[i].Value)
+		case m.Kind != MatchAny || m.Shared:
+			b.WriteByte('_')
+			b.WriteString(m.written())
+		}
+	}
+	return b.String()
+}
+
 // appendWritten appends the pattern as written (Pattern.written), length
 // first, without building the string.
 func appendWritten(dst []byte, m *Pattern) []byte {

@@ -153,7 +153,9 @@ func (r *reader) flatRule(domainName string, fp flatPath) *Rule {
 	composites := make([]string, 0, len(fp.nodes)+len(fp.rest))
 	rule := &Rule{Domain: domainName, Line: leaf.line, File: r.file}
 	for _, n := range fp.nodes {
-		rule.Match = append(rule.Match, n.pattern)
+		pat := n.pattern
+		pat.Metric = !fp.stop && (n.toMetric || leaf.detailed)
+		rule.Match = append(rule.Match, pat)
 		composites = append(composites, n.composite)
 	}
 	for _, k := range fp.rest {

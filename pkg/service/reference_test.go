@@ -30,18 +30,20 @@ type refFixture struct {
 	t   *testing.T
 	svc *Service
 	clk *clock.Fake
+	reg *prometheus.Registry
 }
 
 func newRefFixture(t *testing.T, pol *policy.Policy) *refFixture {
 	pol.Activate()
 	clk := new(clock.Fake)
 	clk.Set(int64(time.Hour))
+	reg := prometheus.NewRegistry()
 	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: memory.New(memory.Options{Clock: clk}),
-		StoreName: "memory", Metrics: metrics.New(prometheus.NewRegistry()), Clock: clk})
+		StoreName: "memory", Metrics: metrics.New(reg), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &refFixture{t, svc, clk}
+	return &refFixture{t, svc, clk, reg}
 }
 
 func readRef(t testing.TB, path string) *policy.Policy {
@@ -231,4 +233,57 @@ func TestImportDecidesAlike(t *testing.T) {
 			}
 		}
 	})
+}
+
+// descriptorSeries reads tokengate_descriptor_decisions_total as
+// "rule descriptor result" -> count.
+func (f *refFixture) descriptorSeries() map[string]float64 {
+	f.t.Helper()
+	families, err := f.reg.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, fam := range families {
+		if fam.GetName() != "tokengate_descriptor_decisions_total" {
+			continue
+		}
+		for _, m := range fam.Metric {
+			l := map[string]string{}
+			for _, lp := range m.Label {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			out[l["rule"]+" "+l["descriptor"]+" "+l["result"]] = m.Counter.GetValue()
+		}
+	}
+	return out
+}
+
+// detailed_metric and value_to_metric count by descriptor only the rules
+// that ask, at most metrics.MaxDescriptorSeries values a rule.
+func TestReferenceDescriptorMetrics(t *testing.T) {
+	f := newRefFixture(t, readRef(t, refData+"examples/example.yaml"))
+	f.call("rl", descr("foo", "a"))
+	for i := range metrics.MaxDescriptorSeries + 5 {
+		f.call("rl", descr("unspec", fmt.Sprint(i)))
+	}
+	f.call("rl", descr("unspec", "0"))
+	got := f.descriptorSeries()
+	if len(got) != metrics.MaxDescriptorSeries+1 || got["unspec unspec_0 ok"] != 2 {
+		t.Fatalf("%d series: %v", len(got), got)
+	}
+	if got["unspec "+metrics.DescriptorOther+" ok"] != 5 {
+		t.Fatalf("_other_: %v", got["unspec "+metrics.DescriptorOther+" ok"])
+	}
+
+	g := newRefFixture(t, readRef(t, refData+"unit/share_threshold.yaml"))
+	g.call("test-domain", descr("route", "api/v1", "method", "GET"))
+	g.call("test-domain", descr("service", "svc/a", "endpoint", "/x"))
+	want := map[string]float64{
+		"route_api/*.method route_api/*.method ok":            1, // value_to_metric under share_threshold: the pattern
+		"service_svc/*.endpoint service_svc/*.endpoint_/x ok": 1, // detailed_metric
+	}
+	if got := g.descriptorSeries(); len(got) != 2 || got["route_api/*.method route_api/*.method ok"] != 1 || got["service_svc/*.endpoint service_svc/*.endpoint_/x ok"] != 1 {
+		t.Fatalf("series %v, want %v", got, want)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -23,7 +24,7 @@ const (
 )
 
 // respond builds the answer: one status per descriptor, in order.
-func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rlsv3.RateLimitResponse {
+func (sc *scratch) respond(domain string, descriptors []*ratelimitv3.RateLimitDescriptor, t *ruleTable, m *metrics.Metrics) *rlsv3.RateLimitResponse {
 	resp, statuses, durations := newResponse(len(sc.descs))
 	var (
 		over, degraded bool
@@ -77,6 +78,9 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 		}
 		degraded = degraded || res == metrics.ResultStoreError
 		info.result[res].Inc()
+		if info.byDescriptor {
+			m.CountDescriptor(domain, ds.rule.Name, ds.rule.MetricLabel(sc.entriesOf(descriptors[i])), res)
+		}
 	}
 	if over {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT

@@ -32,6 +32,9 @@ type ruleInfo struct {
 	fallback     prometheus.Counter
 	storeErrorOK prometheus.Counter
 	storeErrorNo prometheus.Counter // answered OVER_LIMIT
+	// byDescriptor: the rule's decisions are also counted by descriptor
+	// (policy.Rule.DescriptorMetric, bounded by metrics.CountDescriptor).
+	byDescriptor bool
 }
 
 func (s *Service) ruleTable(pol *policy.Policy) *ruleTable {
@@ -49,7 +52,7 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 	for _, d := range pol.Domains() {
 		t.noRule[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultNoRule)
 		for _, r := range pol.Rules(d) {
-			info := &ruleInfo{limit: currentLimit(r), result: map[string]prometheus.Counter{}}
+			info := &ruleInfo{limit: currentLimit(r), result: map[string]prometheus.Counter{}, byDescriptor: r.DescriptorMetric()}
 			for _, res := range []string{metrics.ResultOK, metrics.ResultOverLimit, metrics.ResultRefused, metrics.ResultShadowOverLimit, metrics.ResultStoreError} {
 				info.result[res] = m.Decisions.WithLabelValues(d, r.Name, res)
 			}

@@ -128,7 +128,7 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	for i := range rules {
 		rules[i] = sc.descs[i].rule
 	}
-	return sc.respond(domain, table, s.opts.Metrics)
+	return sc.respond(domain, descriptors, table, s.opts.Metrics)
 }
 
 // logStoreFailure logs the store's failure of this request, unless a line
