@@ -142,6 +142,7 @@ func (p *Policy) ImportReport() []string {
 		"a request's descriptors are decided together: when one is over the limit none is charged (the reference counts every hit, unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT), and an over-limit hit is never counted",
 		"a hits_addend above a limit's requests_per_unit is refused at once with x-tokengate-reason (OVER_LIMIT in both)",
 		"keys and values are compared apart: the reference joins them as key_value, so its descriptor key \"a_b\" value \"c\" also matches a config key \"a\" value \"b_c\"",
+		"a limit override Envoy sends in a descriptor (limit:) is ignored: the configured rule decides",
 		"descriptors the walk stops at without a limit are not_limited rules, written out here; statistics are tokengate's Prometheus metrics by domain and rule, not the reference's stats keys",
 	}
 	for _, name := range p.names {
