@@ -24,8 +24,9 @@ import (
 // refRules turns a reference file's tree into the rules of its domain.
 func (r *reader) refRules(f *refFile) *domain {
 	d := newDomain(nil)
+	ix := levelIndex{}
 	for _, keys := range keySequences(f.nodes) {
-		for _, fr := range emit(keys, 0, f.nodes, nil) {
+		for _, fr := range emit(ix, keys, 0, f.nodes, nil) {
 			rule := r.flatRule(f.domain, fr)
 			if rule == nil {
 				continue
@@ -60,11 +61,13 @@ type flatPath struct {
 // file order, each once.
 func keySequences(nodes []*refNode) [][]string {
 	var out [][]string
+	seen := make(map[string]bool)
 	var walk func(prefix []string, nodes []*refNode)
 	walk = func(prefix []string, nodes []*refNode) {
 		for _, n := range nodes {
 			keys := append(slices.Clip(prefix), n.key)
-			if n.limit != nil && !slices.ContainsFunc(out, func(k []string) bool { return slices.Equal(k, keys) }) {
+			if id := strings.Join(keys, "\x00"); n.limit != nil && !seen[id] {
+				seen[id] = true
 				out = append(out, keys)
 			}
 			walk(keys, n.children)
@@ -72,6 +75,30 @@ func keySequences(nodes []*refNode) [][]string {
 	}
 	walk(nil, nodes)
 	return out
+}
+
+// siblings indexes a level's nodes by key, each in the walk's order of
+// preference, so that a key sequence visits only its own nodes: a file of
+// n top-level keys costs n lookups, not n².
+type siblings map[string][]*refNode
+
+// index returns the preference lists of a level, made once.
+func (ix levelIndex) of(nodes []*refNode) siblings {
+	if len(nodes) == 0 {
+		return nil
+	}
+	if s, ok := ix[&nodes[0]]; ok {
+		return s
+	}
+	s := siblings{}
+	for _, n := range nodes {
+		s[n.key] = append(s[n.key], n)
+	}
+	for key, same := range s {
+		s[key] = preference(same, key)
+	}
+	ix[&nodes[0]] = s
+	return s
 }
 
 // preference is the walk's order among siblings with one key: exact
@@ -101,17 +128,20 @@ func preference(nodes []*refNode, key string) []*refNode {
 	return slices.Concat(exact, wild, any)
 }
 
+// levelIndex holds the siblings of each level, by its first node.
+type levelIndex map[**refNode]siblings
+
 // emit returns the rules, in order, for descriptors with keys that reach
 // nodes at level i after walking prefix.
-func emit(keys []string, i int, nodes []*refNode, prefix []*refNode) []flatPath {
+func emit(ix levelIndex, keys []string, i int, nodes []*refNode, prefix []*refNode) []flatPath {
 	last := i == len(keys)-1
-	cs := preference(nodes, keys[i])
+	cs := ix.of(nodes)[keys[i]]
 	lists := make([][]flatPath, len(cs))
 	for j, c := range cs {
 		path := append(slices.Clip(prefix), c)
 		switch {
 		case !last:
-			lists[j] = emit(keys, i+1, c.children, path)
+			lists[j] = emit(ix, keys, i+1, c.children, path)
 		case c.limit != nil:
 			lists[j] = []flatPath{{nodes: path}}
 		}
