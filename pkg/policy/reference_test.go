@@ -289,3 +289,28 @@ func TestReferenceScale(t *testing.T) {
 		t.Fatalf("%d bytes compiled in %v", b.Len(), d)
 	}
 }
+
+// A directory may mix one native file, which alone sets revision and
+// request_id_key, with reference files; a second native file is an error.
+func TestMixedDirectory(t *testing.T) {
+	native := File{Name: "d/native.yaml", Data: []byte("revision: 7\nrequest_id_key: rid\ndomains:\n  edge:\n    - {name: u, match: [{key: user}], capacity: 2, refill: 1/s}\n")}
+	ref := File{Name: "d/ref.yaml", Data: []byte("domain: rl\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 3}\n")}
+	p, err := ParseFiles("d", []File{native, ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Revision() != 7 || p.RequestIDKey() != "rid" || strings.Join(p.Domains(), ",") != "edge,rl" || p.Name() != "d" {
+		t.Fatalf("policy %s", p.Summary())
+	}
+	if r := p.Match("edge", []Entry{{"user", "a"}}); r == nil || r.File != "d/native.yaml" {
+		t.Fatalf("edge rule %+v", r)
+	}
+	again := File{Name: "d/other.yaml", Data: native.Data}
+	_, err = ParseFiles("d", []File{native, ref, again})
+	if err == nil || !strings.HasPrefix(err.Error(), "d/other.yaml:1: a second native policy file (the first is d/native.yaml)") {
+		t.Fatalf("error %v", err)
+	}
+	if a, b := FilesSHA256("d", []File{native, ref}), FilesSHA256("d", []File{native, {Name: ref.Name, Data: append(ref.Data, '#')}}); a == b {
+		t.Fatal("the set's sum ignores a file's content")
+	}
+}
