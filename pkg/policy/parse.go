@@ -248,6 +248,10 @@ func (r *reader) match(n *yaml.Node, a at) []Pattern {
 		}
 		pat, err := parsePattern(key, value, vn != nil)
 		if literal, _ := r.flag(f, a, "literal"); literal && err == nil {
+			if vn == nil || value == "" {
+				r.fail(f["literal"], a, "match", fmt.Errorf("entry %d (key %q): literal: needs a value", i+1, key))
+				continue
+			}
 			// The value as is: a "*" in it is a plain character.
 			pat = Pattern{Key: key, Value: value, Kind: MatchExact}
 		}

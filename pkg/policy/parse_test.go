@@ -152,6 +152,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty key", rule("      match: [{key: \"\"}]\n      unlimited: true\n"), `match: entry 1: key: empty`},
 		{"missing key", rule("      match: [{value: a}]\n      unlimited: true\n"), `match: entry 1: key: missing`},
 		{"unknown entry field", rule("      match: [{key: a, prefix: b}]\n      unlimited: true\n"), `match entry 1: unknown field "prefix"`},
+		{"literal without value", rule("      match: [{key: a, literal: true}]\n      unlimited: true\n"), `match: entry 1 (key "a"): literal: needs a value`},
 		{"shared exact", rule("      match: [{key: a, value: \"/a\", shared: true}]\n      unlimited: true\n"), `match: entry 1 (key "a"): shared: only a value with a "*"`},
 		{"empty value", rule("      match: [{key: a, value: \"\"}]\n      unlimited: true\n"), `empty value; omit "value"`},
 		{"null value", rule("      match: [{key: a, value: }]\n      unlimited: true\n"), `empty value`},

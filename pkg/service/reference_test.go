@@ -287,3 +287,35 @@ func TestReferenceDescriptorMetrics(t *testing.T) {
 		t.Fatalf("series %v, want %v", got, want)
 	}
 }
+
+// The native fields on their own: replaces names rules (a rule's limit
+// name is its name unless current_limit says otherwise), not_limited
+// stops the search, capacity 0 denies, shared buckets a glob's values
+// together, and current_limit is what statuses say.
+func TestNativeReferenceFields(t *testing.T) {
+	pol, err := policy.Parse("native.yaml", []byte(`domains:
+  edge:
+    - {name: per-user, match: [{key: user}], capacity: 5, refill: 5/m}
+    - {name: vip, match: [{key: tier, value: vip}], capacity: 9, refill: 9/m, replaces: [per-user]}
+    - {name: stop, match: [{key: path, value: /free/*}], not_limited: true}
+    - {name: banned, match: [{key: path, value: /admin*}], capacity: 0, current_limit: {requests_per_unit: 0, unit: hour, name: ban}}
+    - name: files
+      match: [{key: path, value: "/f*/*.pdf", shared: true}]
+      capacity: 2
+      refill: 2/h
+      current_limit: {requests_per_unit: 2, unit: hour, name: pdf}
+    - {name: any-path, match: [{key: path}], capacity: 1, refill: 1/s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newRefFixture(t, pol)
+	f.expect("replaced", f.call("edge", descr("user", "a"), descr("tier", "vip")), ok, want{code: ok, rpu: -1}, want{ok, 9, minute, 8, "vip"})
+	f.expect("not replaced", f.call("edge", descr("user", "a")), ok, want{ok, 5, minute, 4, "per-user"})
+	f.expect("stop", f.call("edge", descr("path", "/free/x")), ok, want{code: ok, rpu: -1})
+	f.expect("banned", f.call("edge", descr("path", "/admin/x")), over, want{over, 0, hour, 0, "ban"})
+	f.expect("pdf 1", f.call("edge", descr("path", "/f1/a.pdf")), ok, want{ok, 2, hour, 1, "pdf"})
+	f.expect("pdf 2", f.call("edge", descr("path", "/f2/b.pdf")), ok, want{ok, 2, hour, 0, "pdf"})
+	f.expect("pdf 3", f.call("edge", descr("path", "/f3/c.pdf")), over, want{over, 2, hour, 0, "pdf"})
+	f.expect("fallback", f.call("edge", descr("path", "/f3/c.txt")), ok, want{ok, 1, second, 0, "any-path"})
+}
