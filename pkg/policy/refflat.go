@@ -14,6 +14,7 @@ package policy
 // rule always shadows is left out.
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,7 +42,11 @@ func (r *reader) refRules(f *refFile) *domain {
 			}
 			rule.prefix = keyPrefix(rule.Domain, rule.Name)
 			if prev != nil {
-				r.warn(rule.Line, at{domain: f.domain, rule: rule.Name}, "", fmt.Errorf("never matches: %q (line %d) is always taken first", prev.Name, prev.Line))
+				first := fmt.Sprintf("%q (line %d) is always taken first", prev.Name, prev.Line)
+				if prev.NotLimited {
+					first = fmt.Sprintf("the walk always takes %q (line %d) first, and stops there without a limit", strings.TrimPrefix(prev.Name, "no-limit:"), prev.Line)
+				}
+				r.warn(rule.Line, at{domain: f.domain, rule: rule.Name}, "", errors.New("never matches: "+first))
 			}
 			d.add(rule)
 		}
