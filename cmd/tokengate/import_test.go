@@ -16,7 +16,7 @@ func TestImport(t *testing.T) {
 	if code := run([]string{"import", "-o", out, refExample}, &stdout, &stderr); code != 0 || stdout.Len() != 0 {
 		t.Fatalf("import: exit %d, %q %q", code, stdout.String(), stderr.String())
 	}
-	for _, want := range []string{"token bucket, not a fixed window", "duration_until_reset", "example.yaml:55: domain \"rl\" rule \"foo.bar_banned\": requests_per_unit 0", "example.yaml:89: domain \"rl\": quota_mode"} {
+	for _, want := range []string{"token bucket, not a fixed window", "duration_until_reset", "example.yaml:55: domain \"rl\" rule \"foo.bar_banned\": requests_per_unit 0", "example.yaml:94: domain \"rl\": metadata"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stderr.String())
 		}
@@ -44,7 +44,7 @@ func TestValidateAndExplainReferenceDirectory(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "example.yaml"), data, 0o644)
 	os.WriteFile(filepath.Join(dir, "other.yaml"), []byte("domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n"), 0o644)
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"validate", dir}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "2 domains (other: 1 rule, rl: 17 rules)") || !strings.Contains(stdout.String(), "warning: "+filepath.Join(dir, "example.yaml")+":89") {
+	if code := run([]string{"validate", dir}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "2 domains (other: 1 rule, rl: 17 rules)") || !strings.Contains(stdout.String(), "warning: "+filepath.Join(dir, "example.yaml")+":94") {
 		t.Fatalf("validate: exit %d, %q %q", code, stdout.String(), stderr.String())
 	}
 	stdout.Reset()

@@ -33,6 +33,7 @@
 //	      capacity: 0            # denies everything, no bucket
 //	      current_limit: {requests_per_unit: 0, unit: minute, name: banned}
 //	      replaces: [per-user]   # limit names dropped from the same request
+//	      quota: true            # refuses a request only with all its quota rules
 //	    - name: stop
 //	      match: [{key: path}]
 //	      not_limited: true      # matches, and answers as if no rule did

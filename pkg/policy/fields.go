@@ -17,7 +17,7 @@ import (
 var (
 	currentLimitFields = []string{"requests_per_unit", "unit", "name"}
 	// denyFields are the fields a rule of capacity 0 may have.
-	denyFields = []string{"capacity", "shadow", "current_limit"}
+	denyFields = []string{"capacity", "shadow", "current_limit", "quota"}
 )
 
 // flag reads an optional boolean field; bad is true when it is invalid.
@@ -54,6 +54,7 @@ func (r *reader) deny(rule *Rule, f map[string]*yaml.Node, a at) {
 		}
 	}
 	rule.Shadow, _ = r.flag(f, a, "shadow")
+	rule.Quota, _ = r.flag(f, a, "quota")
 	r.currentLimit(rule, f, a)
 }
 

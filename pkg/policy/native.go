@@ -33,6 +33,7 @@ type nativeRule struct {
 	OnResize     string        `yaml:"on_resize,omitempty"`
 	OnStoreError string        `yaml:"on_store_error,omitempty"`
 	Shadow       bool          `yaml:"shadow,omitempty"`
+	Quota        bool          `yaml:"quota,omitempty"`
 	CurrentLimit *nativeLimit  `yaml:"current_limit,omitempty"`
 	Replaces     []string      `yaml:"replaces,omitempty,flow"`
 }
@@ -76,7 +77,7 @@ func (p *Policy) NativeYAML() ([]byte, error) {
 }
 
 func nativeOf(r *Rule) nativeRule {
-	nr := nativeRule{Name: r.Name, Unlimited: r.Unlimited, NotLimited: r.NotLimited, Shadow: r.Shadow, Replaces: r.Replaces}
+	nr := nativeRule{Name: r.Name, Unlimited: r.Unlimited, NotLimited: r.NotLimited, Shadow: r.Shadow, Quota: r.Quota, Replaces: r.Replaces}
 	for _, m := range r.Match {
 		e := nativeEntry{Key: m.Key, Shared: m.Shared, Metric: m.Metric, Literal: m.Kind == MatchExact && strings.Contains(m.Value, "*")}
 		if m.Kind != MatchAny {
@@ -143,6 +144,7 @@ func (p *Policy) ImportReport() []string {
 		"a hits_addend above a limit's requests_per_unit is refused at once with x-tokengate-reason (OVER_LIMIT in both)",
 		"keys and values are compared apart: the reference joins them as key_value, so its descriptor key \"a_b\" value \"c\" also matches a config key \"a\" value \"b_c\"",
 		"a limit override Envoy sends in a descriptor (limit:) is ignored: the configured rule decides",
+		"quota_mode: as there, a request passes while one of its quota descriptors is within its limit, but the quota descriptors over it are not charged, and such a request costs one store call more (a check at cost 0)",
 		"descriptors the walk stops at without a limit are not_limited rules, written out here; statistics are tokengate's Prometheus metrics by domain and rule, not the reference's stats keys",
 	}
 	for _, name := range p.names {

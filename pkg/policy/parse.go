@@ -15,10 +15,10 @@ import (
 
 var (
 	topFields   = []string{"revision", "request_id_key", "domains", "front_doors"}
-	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces"}
+	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota"}
 	entryFields = []string{"key", "value", "shared", "literal", "metric"}
 	// bucketFields only make sense on a rule with a bucket.
-	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "current_limit"}
+	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "current_limit", "quota"}
 )
 
 // parse reads and validates a policy file into a Policy whose rules have
@@ -343,6 +343,7 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 		}
 	}
 	rule.Shadow, _ = r.flag(f, a, "shadow")
+	rule.Quota, _ = r.flag(f, a, "quota")
 	if paramsOK {
 		r.currentLimit(rule, f, a)
 	}

@@ -129,6 +129,7 @@ func TestParseErrors(t *testing.T) {
 		{"replaces itself", rule("      match: [{key: a}]\n      unlimited: true\n      replaces: [r]\n"), `replaces: "r" is the rule's own limit name`},
 		{"replaces on not_limited", rule("      match: [{key: a}]\n      not_limited: true\n      replaces: [x]\n"), `replaces: not allowed on a not_limited rule`},
 		{"not_limited and unlimited", rule("      match: [{key: a}]\n      not_limited: true\n      unlimited: true\n"), `not_limited: not allowed with unlimited: true`},
+		{"quota on unlimited", rule("      match: [{key: a}]\n      unlimited: true\n      quota: true\n"), `quota: not allowed on an unlimited rule`},
 		{"not_limited with capacity", rule("      match: [{key: a}]\n      not_limited: true\n      capacity: 1\n"), `capacity: not allowed on a not_limited rule`},
 		{"capacity too big", rule("      match: [{key: a}]\n      capacity: 1000000000000001\n      refill: 1/s\n"), `capacity 1000000000000001 out of range`},
 		{"capacity beyond int64", rule("      match: [{key: a}]\n      capacity: 99999999999999999999\n      refill: 1/s\n"), `capacity: 99999999999999999999 does not fit in 64 bits`},

@@ -66,6 +66,11 @@ type Rule struct {
 	OnStoreError StoreErrorMode
 	// Shadow rules decide and count but always answer OK.
 	Shadow bool
+	// Quota rules (the reference's quota_mode) refuse a request only
+	// together: one over the limit answers OVER_LIMIT for itself and is not
+	// charged, and the request is refused when every quota descriptor of it
+	// is over the limit. A shadow rule is never a quota rule.
+	Quota bool
 
 	params bucket.Params // what Version.Params will be, before versioning
 	prefix []byte        // encoded domain and name: the start of every key

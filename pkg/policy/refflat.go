@@ -206,10 +206,10 @@ func (r *reader) flatRule(domainName string, fp flatPath) *Rule {
 	l := leaf.limit
 	rule.Limit = Limit{Name: l.name, Given: !l.unlimited, RequestsPerUnit: l.rpu, Unit: l.unit}
 	rule.Replaces = l.replaces
-	rule.Shadow = leaf.shadow
+	rule.Shadow, rule.Quota = leaf.shadow, leaf.quota
 	switch {
 	case l.unlimited:
-		rule.Unlimited, rule.Shadow, rule.Limit.Given = true, false, false
+		rule.Unlimited, rule.Shadow, rule.Quota, rule.Limit.Given = true, false, false, false
 		return rule
 	case l.rpu == 0:
 		rule.Deny = true

@@ -47,6 +47,7 @@ type refNode struct {
 	pattern    Pattern
 	limit      *refLimit // nil: no rate_limit
 	shadow     bool
+	quota      bool // quota_mode
 	detailed   bool // detailed_metric
 	toMetric   bool // value_to_metric
 	children   []*refNode
@@ -190,9 +191,7 @@ func (r *reader) refNode(n *yaml.Node, a at, path string) *refNode {
 		}
 		node.pattern.Shared = true
 	}
-	if quota, _ := r.flag(f, a, "quota_mode"); quota {
-		r.warn(f["quota_mode"].Line, a, "quota_mode", fmt.Errorf("%s: not supported: the limit is enforced like any other", here))
-	}
+	node.quota, _ = r.flag(f, a, "quota_mode")
 	if mn := f["metadata"]; mn != nil {
 		r.warn(mn.Line, a, "metadata", fmt.Errorf("%s: not returned: tokengate sends no dynamic metadata", here))
 	}

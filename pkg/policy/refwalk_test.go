@@ -106,6 +106,9 @@ func genTree(t *rapid.T, b *strings.Builder, indent string, depth int) {
 		if rapid.IntRange(0, 3).Draw(t, "shadow") == 0 {
 			fmt.Fprintf(b, "%s  shadow_mode: true\n", indent)
 		}
+		if rapid.IntRange(0, 3).Draw(t, "quota") == 0 {
+			fmt.Fprintf(b, "%s  quota_mode: true\n", indent)
+		}
 		if depth < 3 && rapid.Bool().Draw(t, "nested") {
 			fmt.Fprintf(b, "%s  descriptors:\n", indent)
 			genTree(t, b, indent+"    ", depth+1)
@@ -206,7 +209,7 @@ func TestImportRoundTrip(t *testing.T) {
 
 func sameDecision(a, z *Rule, entries []Entry) bool {
 	same := a.Name == z.Name && a.Limit == z.Limit && a.Unlimited == z.Unlimited && a.NotLimited == z.NotLimited &&
-		a.Deny == z.Deny && a.Shadow == z.Shadow && strings.Join(a.Replaces, ",") == strings.Join(z.Replaces, ",") &&
+		a.Deny == z.Deny && a.Shadow == z.Shadow && a.Quota == z.Quota && strings.Join(a.Replaces, ",") == strings.Join(z.Replaces, ",") &&
 		a.Cost == z.Cost && a.MaxCost == z.MaxCost && a.OnStoreError == z.OnStoreError
 	if a.HasBucket() {
 		same = same && z.HasBucket() && a.Version.Params == z.Version.Params && string(a.AppendKey(nil, entries)) == string(z.AppendKey(nil, entries))

@@ -20,7 +20,10 @@ type scratch struct {
 	descs   []desc
 
 	enforced, shadow batch
-	refused          bool // a descriptor was refused before the store
+	check            batch // the quota check (quota.go)
+	refused          bool  // a descriptor was refused before the store
+	quotas           int   // quota descriptors (desc.isQuota)
+	quotaRefused     int   // of them, refused before the store
 	id               requestID
 	hasID            bool // the request carried a non-empty id
 }
@@ -40,16 +43,21 @@ type desc struct {
 	isID     bool         // the request-id descriptor
 	item     int          // index in its batch, -1 when it has no bucket
 	replaced bool         // another rule replaces its rule, or it is not_limited
-	refusal  string       // why it was refused before the store, "" if not
-	keyStart int
-	keyEnd   int
+	// quotaOver: a quota descriptor over the limit while another is not;
+	// it is charged nothing and answers OVER_LIMIT for itself (quota.go).
+	quotaOver bool
+	refusal   string // why it was refused before the store, "" if not
+	keyStart  int
+	keyEnd    int
 }
 
 func (sc *scratch) reset() {
 	sc.entries, sc.keys, sc.descs = sc.entries[:0], sc.keys[:0], sc.descs[:0]
 	sc.enforced.reset()
 	sc.shadow.reset()
+	sc.check.reset()
 	sc.refused, sc.hasID = false, false
+	sc.quotas, sc.quotaRefused = 0, 0
 }
 
 func (b *batch) reset() {
@@ -97,9 +105,19 @@ func (sc *scratch) plan(pol *policy.Policy, domain string, descriptors []*rateli
 				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost, Revision: pol.Revision()})
 			}
 		}
-		if ds.refusal != "" && !ds.rule.Shadow {
+		switch {
+		case ds.isQuota():
+			sc.quotas++
+			if ds.refusal != "" {
+				sc.quotaRefused++
+				ds.quotaOver = true
+			}
+		case ds.refusal != "" && !ds.rule.Shadow:
 			sc.refused = true
 		}
+	}
+	if sc.quotas > 0 && sc.quotaRefused == sc.quotas {
+		sc.refused = true // every quota descriptor is refused: so is the request
 	}
 	// sc.keys no longer grows: the items' keys can now alias it.
 	for _, ds := range sc.descs {
@@ -188,6 +206,9 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 // shadow ones on their own, without the request id (a replay of the id
 // answers the enforced call).
 func (sc *scratch) decide(ctx context.Context, st, local store.Store, now int64) {
+	if sc.quotas > sc.quotaRefused && !sc.refused {
+		sc.checkQuotas(ctx, st, now)
+	}
 	if sc.refused {
 		for i := range sc.enforced.req.Items {
 			sc.enforced.req.Items[i].Cost = 0

@@ -11,6 +11,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"pgregory.net/rapid"
 
 	"github.com/tokengate/tokengate/pkg/clock"
@@ -318,4 +319,34 @@ func TestNativeReferenceFields(t *testing.T) {
 	f.expect("pdf 2", f.call("edge", descr("path", "/f2/b.pdf")), ok, want{ok, 2, hour, 0, "pdf"})
 	f.expect("pdf 3", f.call("edge", descr("path", "/f3/c.pdf")), over, want{over, 2, hour, 0, "pdf"})
 	f.expect("fallback", f.call("edge", descr("path", "/f3/c.txt")), ok, want{ok, 1, second, 0, "any-path"})
+}
+
+// quota_mode: a request passes while one of its quota descriptors is
+// within its limit; those over it answer OVER_LIMIT and are not charged;
+// every quota descriptor over refuses the request, and charges nothing.
+func TestReferenceQuotaMode(t *testing.T) {
+	f := newRefFixture(t, readRef(t, refData+"examples/example.yaml"))
+	s1, s2 := descr("service", "service_1"), descr("service", "service_2") // 1 and 2 a minute
+	f.expect("both within", f.call("rl", s1, s2), ok, want{ok, 1, minute, 0, ""}, want{ok, 2, minute, 1, ""})
+	f.expect("one over", f.call("rl", s1, s2), ok, want{over, 1, minute, 0, ""}, want{ok, 2, minute, 0, ""})
+	f.expect("both over", f.call("rl", s1, s2), over, want{over, 1, minute, 0, ""}, want{over, 2, minute, 0, ""})
+	f.clk.Add(30 * time.Second) // service_2 gets a token back, service_1 half of one
+	f.expect("one back", f.call("rl", s2, s1), ok, want{ok, 2, minute, 0, ""}, want{over, 1, minute, 0, ""})
+
+	g := newRefFixture(t, readRef(t, refData+"examples/example.yaml"))
+	user := descr("foo", "a", "bar", "bkthomps") // 1 a minute, not a quota
+	g.expect("all within", g.call("rl", user, s2), ok, want{ok, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
+	g.expect("a limit over", g.call("rl", user, s2), over, want{over, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
+	g.expect("the quota was not charged", g.call("rl", s2), ok, want{ok, 2, minute, 0, ""})
+
+	// A quota descriptor refused before the store is over its limit.
+	h := newRefFixture(t, readRef(t, refData+"examples/example.yaml"))
+	big := &ratelimitv3.RateLimitDescriptor{Entries: s2.Entries, HitsAddend: wrapperspb.UInt64(5)}
+	h.expect("refused quota, other within", h.call("rl", big, s1), ok, want{over, 2, minute, 0, ""}, want{ok, 1, minute, 0, ""})
+	r := h.call("rl", big)
+	h.expect("refused quota alone", r, over, want{over, 2, minute, 0, ""})
+	if header(r, HeaderReason) == "" {
+		t.Fatalf("no reason: %v", r)
+	}
+	h.expect("nothing charged", h.call("rl", s2), ok, want{ok, 2, minute, 1, ""})
 }
