@@ -144,7 +144,7 @@ func (p *Policy) ImportReport() []string {
 		"a hits_addend above a limit's requests_per_unit is refused at once with x-tokengate-reason (OVER_LIMIT in both)",
 		"keys and values are compared apart: the reference joins them as key_value, so its descriptor key \"a_b\" value \"c\" also matches a config key \"a\" value \"b_c\"",
 		"a limit override Envoy sends in a descriptor (limit:) is ignored: the configured rule decides",
-		"quota_mode: as there, a request passes while one of its quota descriptors is within its limit, but the quota descriptors over it are not charged, and such a request costs one store call more (a check at cost 0)",
+		"quota_mode: as there, a request passes while one of its quota descriptors is within its limit, but the quota descriptors over it are not charged (such a request is decided twice, the second time without them)",
 		"descriptors the walk stops at without a limit are not_limited rules, written out here; statistics are tokengate's Prometheus metrics by domain and rule, not the reference's stats keys",
 	}
 	for _, name := range p.names {

@@ -20,12 +20,12 @@ type scratch struct {
 	descs   []desc
 
 	enforced, shadow batch
-	check            batch // the quota check (quota.go)
-	refused          bool  // a descriptor was refused before the store
-	quotas           int   // quota descriptors (desc.isQuota)
-	quotaRefused     int   // of them, refused before the store
+	refused          bool // a descriptor was refused before the store
+	quotas           int  // quota descriptors (desc.isQuota)
+	quotaRefused     int  // of them, refused before the store
 	id               requestID
-	hasID            bool // the request carried a non-empty id
+	quotaID          requestID // the id of a second decision (quota.go)
+	hasID            bool      // the request carried a non-empty id
 }
 
 // batch is one store call: the enforced descriptors, or the shadow ones.
@@ -55,7 +55,6 @@ func (sc *scratch) reset() {
 	sc.entries, sc.keys, sc.descs = sc.entries[:0], sc.keys[:0], sc.descs[:0]
 	sc.enforced.reset()
 	sc.shadow.reset()
-	sc.check.reset()
 	sc.refused, sc.hasID = false, false
 	sc.quotas, sc.quotaRefused = 0, 0
 }
@@ -206,9 +205,6 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 // shadow ones on their own, without the request id (a replay of the id
 // answers the enforced call).
 func (sc *scratch) decide(ctx context.Context, st, local store.Store, now int64) {
-	if sc.quotas > sc.quotaRefused && !sc.refused {
-		sc.checkQuotas(ctx, st, now)
-	}
 	if sc.refused {
 		for i := range sc.enforced.req.Items {
 			sc.enforced.req.Items[i].Cost = 0
@@ -218,6 +214,9 @@ func (sc *scratch) decide(ctx context.Context, st, local store.Store, now int64)
 		sc.enforced.req.ID = sc.id.alias()
 	}
 	sc.enforced.run(ctx, st, now)
+	if sc.quotas > sc.quotaRefused && !sc.refused {
+		sc.decideWithoutOverQuotas(ctx, st, now)
+	}
 	sc.shadow.run(ctx, st, now)
 	if sc.enforced.err != nil && local != nil {
 		sc.decideLocal(ctx, local)

@@ -350,3 +350,33 @@ func TestReferenceQuotaMode(t *testing.T) {
 	}
 	h.expect("nothing charged", h.call("rl", s2), ok, want{ok, 2, minute, 1, ""})
 }
+
+// A repeat of a request id whose quota descriptors were partly over the
+// limit replays both decisions: nothing is charged twice.
+func TestQuotaRequestIDReplay(t *testing.T) {
+	pol, err := policy.Parse("quota.yaml", []byte(`request_id_key: request_id
+domains:
+  edge:
+    - {name: q1, match: [{key: q1}], capacity: 1, refill: 1/h, quota: true}
+    - {name: q2, match: [{key: q2}], capacity: 3, refill: 1/h, quota: true}
+    - {name: q3, match: [{key: q3}], capacity: 1, refill: 1/h, quota: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newRefFixture(t, pol)
+	q1, q2 := descr("q1", "x"), descr("q2", "x")
+	f.call("edge", q1) // q1 is now empty
+	id := descr("request_id", "r-1")
+	for i := range 3 {
+		r := f.call("edge", q1, q2, id)
+		f.expect(fmt.Sprintf("attempt %d", i), r, ok, want{over, 1, hour, 0, "q1"}, want{ok, 1, hour, 2, "q2"}, want{code: ok, rpu: -1})
+	}
+	f.expect("charged once", f.call("edge", q2), ok, want{ok, 1, hour, 1, "q2"})
+
+	// The first attempt empties q3: a repeat still gets the first answer.
+	q3, id2 := descr("q3", "x"), descr("request_id", "r-2")
+	for i := range 3 {
+		f.expect(fmt.Sprintf("q3 attempt %d", i), f.call("edge", q1, q3, id2), ok, want{over, 1, hour, 0, "q1"}, want{ok, 1, hour, 0, "q3"}, want{code: ok, rpu: -1})
+	}
+}
