@@ -18,7 +18,7 @@ import (
 func importCmd(args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("import", pflag.ContinueOnError)
 	out := fs.StringP("output", "o", "", "write the native policy to this file instead of stdout")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -1,78 +1,174 @@
 // Command tokengate is the rate-limit service for Envoy.
 //
 //	tokengate [serve] [flags]                   run the service (the default)
-//	tokengate validate FILE                     check a policy file
+//	tokengate validate FILE|DIR                 check a policy file or directory
 //	tokengate explain --policy FILE --domain D key=value ...
 //	                                            show which rule a descriptor matches
 //	tokengate explain --policy FILE --front-door forward_auth --header X-User=alice --path /api/x
 //	                                            show the descriptors a front door builds
+//	tokengate simulate --policy FILE --trace FILE [--plot OUT.png] [--format text|json] [--compare FILE2]
+//	                                            replay a trace through a policy offline
+//	tokengate import [-o FILE] FILE|DIR         write an envoyproxy/ratelimit config as a native policy
 //	tokengate version                           print the version
+//	tokengate help [COMMAND]                    list the commands, or one's flags
+//
+// The subcommands are one table, commands; a new one joins it with one
+// entry, and help, COMMAND --help and the dispatch follow.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
 )
 
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
-var version = ""
+// command is one subcommand of tokengate.
+type command struct {
+	name     string
+	synopsis string // its arguments, after "tokengate NAME"
+	summary  string // what it does, in one line
+	// run runs it. A command parses its flags with parseFlags, so that
+	// --help prints them (helpError) and exits 0.
+	run func(args []string, stdout, stderr io.Writer) error
+}
+
+// commands are tokengate's subcommands, in the order help lists them.
+var commands = []command{
+	{"serve", "[flags]", "run the service (the default command)",
+		func(args []string, _, stderr io.Writer) error { return serve(args, stderr) }},
+	{"validate", "FILE|DIR", "check a policy file or directory, in either format; exit 1 with every problem",
+		func(args []string, stdout, _ io.Writer) error { return validate(args, stdout) }},
+	{"explain", "[flags] [key=value ...]", "show the rule a descriptor matches, or what a front door builds",
+		func(args []string, stdout, _ io.Writer) error { return explain(args, stdout) }},
+	{"simulate", "--policy FILE --trace FILE [flags]", "replay a trace through a policy on a simulated clock (--compare, --plot)",
+		func(args []string, stdout, _ io.Writer) error { return simulateCmd(args, os.Stdin, stdout) }},
+	{"import", "[-o FILE] FILE|DIR", "write an envoyproxy/ratelimit config as a native policy; every difference in behaviour on stderr",
+		importCmd},
+	{"version", "", "print the version",
+		func(args []string, stdout, _ io.Writer) error { return printVersion(args, stdout) }},
+}
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// run dispatches a subcommand and returns the exit code.
+// run dispatches a subcommand and returns the exit code: 0, or 1 with the
+// error on stderr. Asked for help (help, -h, --help, COMMAND --help) it
+// prints it on stdout and returns 0.
 func run(args []string, stdout, stderr io.Writer) int {
-	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	name := "serve"
+	if len(args) > 0 {
+		switch a := args[0]; {
+		case a == "help" || a == "-h" || a == "--help":
+			return runHelp(args[1:], stdout, stderr)
+		case a == "--version":
+			name, args = "version", args[1:]
+		case !strings.HasPrefix(a, "-"):
+			name, args = a, args[1:]
+		}
 	}
-	var err error
-	switch cmd {
-	case "serve":
-		err = serve(args, stderr)
-	case "validate":
-		err = validate(args, stdout)
-	case "explain":
-		err = explain(args, stdout)
-	case "import":
-		err = importCmd(args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "tokengate", versionString())
-	case "help":
-		fmt.Fprint(stdout, usage)
-	default:
-		err = fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	c, ok := lookup(name)
+	if !ok {
+		fmt.Fprintf(stderr, "tokengate: unknown command %q\n\n", name)
+		writeUsage(stderr)
+		return 1
 	}
-	if err != nil {
+	err := c.run(args, stdout, stderr)
+	var help helpError
+	switch {
+	case errors.As(err, &help):
+		writeCommandHelp(stdout, c, help)
+		return 0
+	case err != nil:
 		fmt.Fprintln(stderr, "tokengate:", err)
 		return 1
 	}
 	return 0
 }
 
-const usage = `usage:
-  tokengate [serve] [flags]        run the service (tokengate serve --help lists the flags)
-  tokengate validate FILE          check a policy file; exit 1 with every problem
-  tokengate explain --policy FILE --domain DOMAIN key=value ...
-                                   show which rule a descriptor matches, its key and cost
-  tokengate explain --policy FILE --front-door ext_authz|forward_auth [--domain DOMAIN]
-        [--remote-address IP] [--method M] [--path P] [--host H] [--scheme S] [--header Name=value ...]
-                                   show the descriptors a front door builds for a request
-                                   and the rule each one hits
-  tokengate import [-o FILE] FILE|DIR
-                                   write an envoyproxy/ratelimit config as a native policy,
-                                   every difference in behaviour on stderr
-  tokengate version                print the version
-`
+// runHelp is `tokengate help [COMMAND]`.
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		writeUsage(stdout)
+		return 0
+	case len(args) > 1:
+		fmt.Fprintf(stderr, "tokengate: help takes one command, got %q\n", args)
+		return 1
+	}
+	if _, ok := lookup(args[0]); !ok {
+		fmt.Fprintf(stderr, "tokengate: help: unknown command %q\n\n", args[0])
+		writeUsage(stderr)
+		return 1
+	}
+	return run([]string{args[0], "--help"}, stdout, stderr)
+}
 
-func versionString() string {
-	if version != "" {
-		return version
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	return command{}, false
+}
+
+// writeUsage lists the commands.
+func writeUsage(w io.Writer) {
+	fmt.Fprint(w, "tokengate is the rate-limit service for Envoy (ratelimit.v3, ext_authz, forward-auth).\n\nusage:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  tokengate %s %s\t%s\n", c.name, c.synopsis, c.summary)
 	}
-	return "dev"
+	fmt.Fprintf(tw, "  tokengate help [COMMAND]\tlist the commands, or one command's flags\n")
+	fmt.Fprintf(tw, "  tokengate COMMAND --help\tone command's flags\n")
+	fmt.Fprintf(tw, "  tokengate --version\tprint the version\n")
+	tw.Flush()
+	fmt.Fprint(w, "\nWithout a command, tokengate serves: tokengate --policy FILE is tokengate serve --policy FILE.\n")
+}
+
+// helpError is what a command returns when asked for --help: run prints
+// its usage, with the flags of flags and then notes, and exits 0.
+type helpError struct {
+	flags *pflag.FlagSet
+	notes string
+}
+
+func (helpError) Error() string { return "help requested" }
+
+func writeCommandHelp(w io.Writer, c command, h helpError) {
+	fmt.Fprintf(w, "usage: tokengate %s %s\n\n%s\n", c.name, c.synopsis, c.summary)
+	if h.flags != nil && h.flags.HasFlags() {
+		fmt.Fprintf(w, "\nflags:\n%s", h.flags.FlagUsages())
+	}
+	if h.notes != "" {
+		fmt.Fprintf(w, "\n%s", h.notes)
+	}
+}
+
+// withNotes adds notes to the help of a helpError; any other err is
+// returned as it is.
+func withNotes(err error, notes string) error {
+	if h, ok := err.(helpError); ok {
+		h.notes = notes
+		return h
+	}
+	return err
+}
+
+// parseFlags parses args into fs, quietly: -h or --help is a helpError,
+// and a bad flag an error that says where the flags are listed.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return helpError{flags: fs}
+		}
+		return fmt.Errorf("%s: %w (tokengate %s --help lists the flags)", fs.Name(), err, fs.Name())
+	}
+	return nil
 }

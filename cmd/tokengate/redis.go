@@ -13,8 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
-	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -40,6 +38,18 @@ type redisSettings struct {
 	Cluster        bool
 	KeyPrefix      string
 	LocalShare     float64
+	// Admission (redis.AdmissionOptions): a budget of 0 turns it off.
+	AdmissionBudget     int
+	AdmissionHeavyShare float64
+	AdmissionLight      int
+	AdmissionWait       time.Duration
+	// The deny cache (redis.Options): 0 bytes turns it off.
+	DenyCacheBytes     int
+	DenyCacheAge       time.Duration
+	ClockStepTolerance time.Duration
+	// Batching (redis.BatchOptions): 0 calls in flight turns it off.
+	BatchInFlight int
+	BatchMaxItems int
 	// WatchEvery is how often Redis is pinged to log it lost or back,
 	// traffic or not (redisWatchEvery; not a flag, tests shorten it).
 	WatchEvery time.Duration
@@ -48,38 +58,6 @@ type redisSettings struct {
 // redisWatchEvery pings Redis once a second: a change is logged within a
 // second, and an open circuit probes again at once when Redis answers.
 const redisWatchEvery = time.Second
-
-func addRedisFlags(fs *pflag.FlagSet) {
-	fs.String("redis-url", "", "Redis URL, overrides --redis-addr: redis://[user:pass@]host:port[/db], rediss:// for TLS")
-	fs.String("redis-ca-file", "", "PEM file of the CAs that sign Redis's TLS certificate; turns TLS on")
-	fs.String("redis-password-file", "", "file holding the Redis password (or set TOKENGATE_REDIS_PASSWORD)")
-	fs.Int("redis-db", 0, "Redis database number (not with --redis-cluster)")
-	fs.Int("redis-pool-size", 0, "connections per Redis node, a power of two; commands are pipelined over them (0: 4, 1 per cluster node)")
-	fs.Duration("redis-timeout", 15*time.Millisecond, "longest wait for Redis per decision, round trips included; then on_store_error decides. Keep it about 5ms under Envoy's rate_limit timeout (20ms by default), so that on_store_error answers before Envoy gives up")
-	fs.Duration("redis-dial-timeout", time.Second, "longest wait to connect to Redis")
-	fs.String("redis-sentinel-master", "", "Sentinel master set name; --redis-addr then lists the Sentinels, comma-separated")
-	fs.Bool("redis-cluster", false, "require a Redis Cluster at --redis-addr (comma-separated seed nodes)")
-	fs.String("redis-key-prefix", "tokengate:", "prefix of every Redis key")
-	fs.Float64("redis-local-share", 1, "share of each rule's capacity and rate a replica may use while Redis fails (on_store_error: local); 1/replicas keeps the sum within the quota")
-}
-
-func readRedisSettings(v *viper.Viper) redisSettings {
-	return redisSettings{
-		URL:            v.GetString("redis-url"),
-		Password:       v.GetString("redis-password"),
-		PasswordFile:   v.GetString("redis-password-file"),
-		CAFile:         v.GetString("redis-ca-file"),
-		DB:             v.GetInt("redis-db"),
-		PoolSize:       v.GetInt("redis-pool-size"),
-		Timeout:        v.GetDuration("redis-timeout"),
-		DialTimeout:    v.GetDuration("redis-dial-timeout"),
-		SentinelMaster: v.GetString("redis-sentinel-master"),
-		Cluster:        v.GetBool("redis-cluster"),
-		KeyPrefix:      v.GetString("redis-key-prefix"),
-		LocalShare:     v.GetFloat64("redis-local-share"),
-		WatchEvery:     redisWatchEvery,
-	}
-}
 
 func (r redisSettings) check() error {
 	switch {
@@ -93,22 +71,59 @@ func (r redisSettings) check() error {
 		return fmt.Errorf("--redis-cluster and --redis-sentinel-master exclude each other")
 	case r.Cluster && r.DB != 0:
 		return fmt.Errorf("--redis-db: a Redis Cluster has only database 0")
+	case r.AdmissionBudget < 0:
+		return fmt.Errorf("--redis-admission-budget %d: want a number of buckets, or 0 to turn admission off", r.AdmissionBudget)
+	case !(r.AdmissionHeavyShare > 0 && r.AdmissionHeavyShare <= 1):
+		return fmt.Errorf("--redis-admission-heavy-share %v: want a fraction in (0, 1]", r.AdmissionHeavyShare)
+	case r.AdmissionLight < 1:
+		return fmt.Errorf("--redis-admission-light %d: want at least 1", r.AdmissionLight)
+	case r.AdmissionWait < 0 || r.AdmissionWait >= r.Timeout:
+		return fmt.Errorf("--redis-admission-wait %v: want 0 (half of --redis-timeout) or less than --redis-timeout %v", r.AdmissionWait, r.Timeout)
+	case r.DenyCacheBytes < 0:
+		return fmt.Errorf("--redis-deny-cache-bytes %d: want a size, or 0 to turn the cache off", r.DenyCacheBytes)
+	case r.BatchInFlight < 0 || r.BatchMaxItems < 1:
+		return fmt.Errorf("--redis-batch-in-flight %d, --redis-batch-max-items %d: want calls in flight (0: no batching) and at least 1 bucket", r.BatchInFlight, r.BatchMaxItems)
+	case r.DenyCacheAge <= 0 || r.ClockStepTolerance <= 0:
+		return fmt.Errorf("--redis-deny-cache-age and --redis-clock-step-tolerance must be positive")
 	}
 	return nil
+}
+
+// storeOptions are the options of the Redis store on client. A setting of
+// 0 that turns a feature off is the store's -1.
+func (r redisSettings) storeOptions(client rueidis.Client, replayWindow time.Duration, clk clock.Clock, reg prometheus.Registerer, log *slog.Logger) redis.Options {
+	off := func(n int) int {
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
+	return redis.Options{
+		Client: client, KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, ReplayWindow: replayWindow,
+		ClockStepTolerance: r.ClockStepTolerance,
+		Admission: redis.AdmissionOptions{
+			Budget: off(r.AdmissionBudget), HeavyShare: r.AdmissionHeavyShare, Light: r.AdmissionLight, Wait: r.AdmissionWait,
+		},
+		DenyCacheBytes: off(r.DenyCacheBytes), DenyCacheAge: r.DenyCacheAge,
+		Batch: redis.BatchOptions{MaxInFlight: off(r.BatchInFlight), MaxItems: r.BatchMaxItems},
+		Clock: clk, Registerer: reg, Logger: log,
+	}
 }
 
 // backend is the store serve decides with, and what goes with it.
 type backend struct {
 	name  string
 	store store.Store
-	local store.Store  // on_store_error: local's budget; nil for memory
-	ready func() error // for /readyz; nil: always ready
-	close func()
+	local store.Store // on_store_error: local's budget; nil for memory
+	// health reports why the store cannot decide now (server.Options.Store);
+	// nil: it always can.
+	health func() error
+	close  func()
 }
 
 // openRedis builds the Redis store, with the local budget of
 // on_store_error: local, both with their metrics on reg. When Redis cannot
-// be reached at start, tokengate serves anyway (not ready, every rule's
+// be reached at start, tokengate serves anyway (degraded, every rule's
 // on_store_error answering) and keeps connecting in the background, so
 // that replicas started during an outage recover when Redis returns; but a
 // setting no retry can fix (redis.ErrConfig: a bad CA file, TLS on one side
@@ -140,10 +155,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		if err != nil {
 			return nil, fmt.Errorf("--store redis: %w", err)
 		}
-		st, err := redis.New(redis.Options{
-			Client: client, KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, ReplayWindow: s.ReplayWindow,
-			Clock: clk, Registerer: reg, Logger: log,
-		})
+		st, err := redis.New(r.storeOptions(client, s.ReplayWindow, clk, reg, log))
 		if err != nil {
 			client.Close()
 			return nil, err
@@ -177,7 +189,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	} else {
 		lz.use(c)
 	}
-	return &backend{name: "redis", store: lz, local: budget, ready: lz.ready, close: lz.close}, nil
+	return &backend{name: "redis", store: lz, local: budget, health: lz.health, close: lz.close}, nil
 }
 
 // checkRedisLimits says, once per store (at start, or when a background
@@ -230,7 +242,7 @@ func (l *lazyRedis) Decide(ctx context.Context, req *store.Request, results []st
 	return store.Outcome{}, errNotConnected
 }
 
-func (l *lazyRedis) ready() error {
+func (l *lazyRedis) health() error {
 	if c := l.c.Load(); c != nil {
 		return c.st.Ping(context.Background())
 	}

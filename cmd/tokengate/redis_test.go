@@ -143,7 +143,7 @@ func TestServeRedisConfigErrors(t *testing.T) {
 }
 
 // TestRedisDownAtStart: with Redis down at start, plaintext or TLS, the
-// Redis backend is built anyway (not ready, logged unreachable) and
+// Redis backend is built anyway (store unhealthy, logged unreachable) and
 // connects in the background once Redis is up, without a restart.
 func TestRedisDownAtStart(t *testing.T) {
 	srv := redistest.StartTLS(t)
@@ -168,16 +168,16 @@ func TestRedisDownAtStart(t *testing.T) {
 				t.Fatalf("Redis down at start stopped the start: %v", err)
 			}
 			defer be.close()
-			if err := be.ready(); err == nil {
-				t.Fatal("ready with Redis down")
+			if err := be.health(); err == nil {
+				t.Fatal("store healthy with Redis down")
 			}
 			if len(tap.lines("redis unreachable at start: serving with on_store_error, connecting in the background")) != 1 {
 				t.Error("Redis down at start was not logged as unreachable")
 			}
 			srv.Restart()
 			tap.waitFor(t, "redis store connected")
-			if err := be.ready(); err != nil {
-				t.Fatalf("not ready once connected: %v", err)
+			if err := be.health(); err != nil {
+				t.Fatalf("store unhealthy once connected: %v", err)
 			}
 		})
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,7 +70,7 @@ func serve(args []string, stderr io.Writer) error {
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
-		Policy: current, Ready: st.ready, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
+		Policy: current, Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -91,7 +90,7 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 		}
 		p.Activate()
 		reloaded(m, watch.Success, p, nil)
-		log.Info("policy loaded", slog.String("file", p.Name()), slog.Int64("revision", p.Revision()), slog.String("sha256", p.SHA256()))
+		log.Info("policy loaded", slog.String(watch.SourceKey, p.Name()), slog.Int64("revision", p.Revision()), slog.String("sha256", p.SHA256()))
 		return func() *policy.Policy { return p }, nil, nil
 	}
 	w, err := watch.New(watch.Options{
@@ -115,7 +114,7 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 func reloaded(m *metrics.Metrics, r watch.Result, p *policy.Policy, err error) {
 	m.Reloads.WithLabelValues(string(r)).Inc()
 	if r == watch.Success {
-		m.SetPolicy(strconv.FormatInt(p.Revision(), 10), p.SHA256())
+		m.SetPolicy(p.Revision(), p.SHA256())
 		return
 	}
 	m.ReloadFailures.WithLabelValues(watch.FailureReason(err)).Inc()

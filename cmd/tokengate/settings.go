@@ -1,24 +1,35 @@
 package main
 
+// Settings: every knob of serve is one entry of settingsTable, which gives
+// it a flag, an environment variable and a settings-file key. A flag beats
+// the environment, which beats the file; whatever comes from the
+// environment or the file is parsed by the flag's own parser, so that it
+// means what the flag would. Nothing is read as zero or ignored: a value
+// that does not parse names the variable or the file's line and the value,
+// and an unknown TOKENGATE_* variable or file key is refused, so a typo
+// (stroe: redis) cannot silently start tokengate with a default.
+//
+// No viper: it reads a value that does not parse as zero, matches keys
+// case-insensitively, keeps no line numbers and cannot refuse an unknown
+// key, so that every one of these checks had to be written around it.
+// The file is read with go.yaml.in/yaml/v3 (YAML and JSON, with lines) or
+// go-toml's parser (TOML, with lines).
+
 import (
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 )
 
-// settings are serve's knobs. Each flag --some-name is also the environment
-// variable TOKENGATE_SOME_NAME and the key some-name of an optional
-// settings file (--config); a flag beats the environment, which beats the
-// file. The flag names are part of tokengate's contract.
+// settings are serve's knobs, filled from settingsTable.
 type settings struct {
+	Config          string // the settings file
 	Policy          string
 	GRPCAddr        string
 	HTTPAddr        string
@@ -31,114 +42,230 @@ type settings struct {
 	ShutdownTimeout time.Duration
 	JanitorInterval time.Duration
 	ReplayWindow    time.Duration
+	// ReadyRequiresStore: not ready while the store fails (server.Options).
+	ReadyRequiresStore bool
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
-	Redis                 redisSettings // the other --redis-* flags (redis.go)
+	Redis                 redisSettings // the other --redis-* settings (redis.go)
 }
 
-func loadSettings(args []string) (settings, error) {
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	fs.String("config", "", "settings file (YAML, JSON or TOML) with the keys below")
-	fs.String("policy", "", "policy file to serve and watch (default: the built-in policy)")
-	fs.String("grpc-addr", ":8081", "gRPC listen address (ratelimit.v3, health, reflection)")
-	fs.String("http-addr", ":8080", "HTTP listen address (/metrics, /healthz, /readyz, /debug/policy)")
-	fs.String("store", "memory", "where buckets live: memory or redis")
-	fs.String("redis-addr", "127.0.0.1:6379", "Redis address, for --store redis")
-	addRedisFlags(fs)
-	fs.Int("max-buckets", 1_000_000, "most buckets the memory store holds")
-	fs.String("log-level", "info", "debug, info, warn or error")
-	fs.String("log-format", "json", "json or text")
-	fs.Bool("pprof", false, "serve /debug/pprof/ on the HTTP address")
-	fs.Duration("shutdown-timeout", 10*time.Second, "longest wait for in-flight RPCs on SIGTERM")
-	fs.Duration("janitor-interval", 10*time.Second, "how often full and removed buckets are dropped")
-	fs.Duration("replay-window", 30*time.Second, "how long a request id is remembered")
-	fs.Int("ext-authz-deny-status", 429, "HTTP status Envoy's ext_authz answers a rate-limited request with")
-	fs.Int("forward-auth-deny-status", 429, "HTTP status /v1/check denies with (ingress-nginx auth-url needs 401 or 403)")
-	if err := fs.Parse(args); err != nil {
-		return settings{}, err
-	}
-	if fs.NArg() > 0 {
-		return settings{}, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
-	}
-	v := viper.New()
-	v.SetEnvPrefix("TOKENGATE")
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
-	v.AutomaticEnv()
-	if err := v.BindPFlags(fs); err != nil {
-		return settings{}, err
-	}
-	if file := v.GetString("config"); file != "" {
-		v.SetConfigFile(file)
-		if err := v.ReadInConfig(); err != nil {
-			return settings{}, fmt.Errorf("settings file: %w", err)
+// A setting is one row of settingsTable.
+type setting struct {
+	name string
+	help string
+	from source // where it may be given
+	// bind registers the setting on fs as a flag whose value is its field
+	// of s, set to its default.
+	bind func(fs *pflag.FlagSet, s *settings)
+}
+
+// source is a set of places a setting may come from.
+type source uint8
+
+const (
+	fromFlag source = 1 << iota
+	fromEnv
+	fromFile
+)
+
+// opt is a setting given everywhere, of the type of its field.
+func opt[T string | int | bool | float64 | time.Duration](name string, def T, help string, field func(*settings) *T) setting {
+	return setting{name: name, help: help, from: fromFlag | fromEnv | fromFile, bind: func(fs *pflag.FlagSet, s *settings) {
+		switch p := any(field(s)).(type) {
+		case *string:
+			fs.StringVar(p, name, any(def).(string), help)
+		case *int:
+			fs.IntVar(p, name, any(def).(int), help)
+		case *bool:
+			fs.BoolVar(p, name, any(def).(bool), help)
+		case *float64:
+			fs.Float64Var(p, name, any(def).(float64), help)
+		case *time.Duration:
+			fs.DurationVar(p, name, any(def).(time.Duration), help)
+		}
+	}}
+}
+
+// only restricts where a setting may come from.
+func (st setting) only(from source) setting { st.from = from; return st }
+
+// envName is the environment variable of a setting: max-buckets is
+// TOKENGATE_MAX_BUCKETS.
+func envName(name string) string {
+	return "TOKENGATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// boundSettings are the settings of settingsTable bound to one settings
+// value: the flags on flags, the settings that are not flags on rest, each
+// a pflag.Flag whose Value parses into its field.
+type boundSettings struct{ flags, rest *pflag.FlagSet }
+
+// bindSettings binds every setting to s, each at its default.
+func bindSettings(s *settings) boundSettings {
+	b := boundSettings{pflag.NewFlagSet("serve", pflag.ContinueOnError), pflag.NewFlagSet("serve", pflag.ContinueOnError)}
+	b.flags.SortFlags = false // in the table's order
+	for _, st := range settingsTable {
+		if st.from&fromFlag != 0 {
+			st.bind(b.flags, s)
+		} else {
+			st.bind(b.rest, s)
 		}
 	}
-	if err := checkSources(fs, v); err != nil {
+	return b
+}
+
+// lookup finds a setting and its flag by name.
+func (b boundSettings) lookup(name string) (setting, *pflag.Flag, bool) {
+	for _, st := range settingsTable {
+		if st.name == name {
+			if f := b.flags.Lookup(name); f != nil {
+				return st, f, true
+			}
+			return st, b.rest.Lookup(name), true
+		}
+	}
+	return setting{}, nil, false
+}
+
+// loadSettings reads serve's settings from args, the TOKENGATE_*
+// environment and the settings file, and checks them.
+func loadSettings(args []string) (settings, error) {
+	var s settings
+	b := bindSettings(&s)
+	if err := parseFlags(b.flags, args); err != nil {
+		return settings{}, withNotes(err, settingsNotes())
+	}
+	if b.flags.NArg() > 0 {
+		return settings{}, fmt.Errorf("serve takes no arguments, got %q", b.flags.Args())
+	}
+	given := map[string]bool{} // by a flag or the environment: the file does not override
+	b.flags.Visit(func(f *pflag.Flag) { given[f.Name] = true })
+
+	errs := fromEnvironment(os.Environ(), b, given)
+	if s.Config != "" {
+		errs = append(errs, fromSettingsFile(s.Config, b, given)...)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return settings{}, err
 	}
-	s := settings{
-		Policy:          v.GetString("policy"),
-		GRPCAddr:        v.GetString("grpc-addr"),
-		HTTPAddr:        v.GetString("http-addr"),
-		Store:           v.GetString("store"),
-		RedisAddr:       v.GetString("redis-addr"),
-		MaxBuckets:      v.GetInt("max-buckets"),
-		LogLevel:        v.GetString("log-level"),
-		LogFormat:       v.GetString("log-format"),
-		Pprof:           v.GetBool("pprof"),
-		ShutdownTimeout: v.GetDuration("shutdown-timeout"),
-		JanitorInterval: v.GetDuration("janitor-interval"),
-		ReplayWindow:    v.GetDuration("replay-window"),
-	}
-	s.ExtAuthzDenyStatus, s.ForwardAuthDenyStatus = v.GetInt("ext-authz-deny-status"), v.GetInt("forward-auth-deny-status")
-	s.Redis = readRedisSettings(v)
+	s.Redis.WatchEvery = redisWatchEvery
 	return s, s.check()
 }
 
-// checkSources refuses a setting from the environment or the settings
-// file that its flag could not parse. viper reads such a value as zero
-// (TOKENGATE_MAX_BUCKETS=abc would be 0, TOKENGATE_REDIS_DB=abc database
-// 0, TOKENGATE_SHUTDOWN_TIMEOUT=10 ten nanoseconds), so the error would
-// name the wrong value, or there would be none. Every bad one is reported,
-// each with the variable or file key and the value. A setting given as a
-// flag is not checked here: the flag wins and pflag parsed it.
-func checkSources(fs *pflag.FlagSet, v *viper.Viper) error {
+// fromEnvironment sets every TOKENGATE_* variable of env (KEY=value
+// pairs) that is not empty and whose setting no flag gave, and marks it
+// given. An unknown variable, or a value that does not parse, is an error
+// naming the variable (and the value: a password never fails to parse).
+func fromEnvironment(env []string, b boundSettings, given map[string]bool) []error {
+	byEnv := map[string]string{}
+	for _, st := range settingsTable {
+		if st.from&fromEnv != 0 {
+			byEnv[envName(st.name)] = st.name
+		}
+	}
 	var errs []error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed {
-			return
+	for _, kv := range env {
+		key, val, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(key, "TOKENGATE_") {
+			continue
 		}
-		want := flagWants(f.Value.Type())
-		if want == "" {
-			return // a string: anything goes
+		name, ok := byEnv[key]
+		if !ok {
+			errs = append(errs, fmt.Errorf("environment variable %s: no such setting%s (tokengate serve --help lists them)", key, suggest(strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(key, "TOKENGATE_"), "_", "-")), envName)))
+			continue
 		}
-		env := envName(f.Name)
-		if val := os.Getenv(env); val != "" { // viper ignores an empty variable
-			if !parses(f.Value.Type(), val) {
-				errs = append(errs, fmt.Errorf("environment variable %s=%q: want %s (--%s)", env, val, want, f.Name))
-			}
-			return
+		if val == "" || given[name] {
+			continue // empty is unset; a flag wins
 		}
-		if v.InConfig(f.Name) {
-			if val := fmt.Sprint(v.Get(f.Name)); !parses(f.Value.Type(), val) {
-				errs = append(errs, fmt.Errorf("settings file %s: %s: %q: want %s (--%s)", v.ConfigFileUsed(), f.Name, val, want, f.Name))
-			}
+		_, f, _ := b.lookup(name)
+		if err := f.Value.Set(val); err != nil {
+			errs = append(errs, fmt.Errorf("environment variable %s=%q: want %s (--%s)", key, val, wants(f), name))
+			continue
 		}
-	})
-	return errors.Join(errs...)
+		given[name] = true
+	}
+	return errs
 }
 
-// envName is the environment variable of a flag: --max-buckets is
-// TOKENGATE_MAX_BUCKETS.
-func envName(flag string) string {
-	return "TOKENGATE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+// fromSettingsFile sets every key of the settings file path whose setting no flag
+// or variable gave. An unknown key, one given twice, or a value that does
+// not parse, is an error with the file, the key's line and the value.
+func fromSettingsFile(path string, b boundSettings, given map[string]bool) []error {
+	entries, err := readSettingsFile(path)
+	if err != nil {
+		return []error{fmt.Errorf("settings file %w", err)}
+	}
+	var errs []error
+	seen := map[string]int{}
+	for _, e := range entries {
+		at := fmt.Sprintf("settings file %s:%d: %s", path, e.line, e.key)
+		st, f, ok := b.lookup(e.key)
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: unknown key%s", at, suggest(e.key, func(n string) string { return n })))
+			continue
+		case st.from&fromFile == 0:
+			errs = append(errs, fmt.Errorf("%s: not a settings file key (a flag or %s)", at, envName(st.name)))
+			continue
+		case seen[e.key] != 0:
+			errs = append(errs, fmt.Errorf("%s: given again (first on line %d)", at, seen[e.key]))
+			continue
+		}
+		seen[e.key] = e.line
+		if given[e.key] || e.null {
+			continue
+		}
+		if e.err != "" {
+			errs = append(errs, fmt.Errorf("%s: %s: want %s (--%s)", at, e.err, wants(f), e.key))
+			continue
+		}
+		if err := f.Value.Set(e.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q: want %s (--%s)", at, e.value, wants(f), e.key))
+		}
+	}
+	return errs
 }
 
-// flagWants describes the values a flag of pflag type typ takes; "" for a
-// string flag.
-func flagWants(typ string) string {
-	switch typ {
+// suggest is ` (did you mean X?)` for the setting whose name is nearest to
+// name, shown as show(name), or "" when none is near.
+func suggest(name string, show func(string) string) string {
+	best, dist := "", 3 // at most two edits away
+	for _, st := range settingsTable {
+		if d := editDistance(name, st.name); d < dist {
+			best, dist = st.name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", show(best))
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// wants describes the values a flag takes.
+func wants(f *pflag.Flag) string {
+	switch f.Value.Type() {
 	case "int":
 		return "a whole number"
 	case "float64":
@@ -148,23 +275,24 @@ func flagWants(typ string) string {
 	case "duration":
 		return "a duration with its unit, such as 10s or 15ms"
 	}
-	return ""
+	return "a string"
 }
 
-// parses reports whether pflag would accept s for a flag of type typ.
-func parses(typ, s string) bool {
-	var err error
-	switch typ {
-	case "int":
-		_, err = strconv.ParseInt(s, 0, strconv.IntSize)
-	case "float64":
-		_, err = strconv.ParseFloat(s, 64)
-	case "bool":
-		_, err = strconv.ParseBool(s)
-	case "duration":
-		_, err = time.ParseDuration(s)
+// settingsNotes is what serve --help says after the flags.
+func settingsNotes() string {
+	var b strings.Builder
+	b.WriteString(`Every flag --NAME is also the environment variable TOKENGATE_NAME (--max-buckets:
+TOKENGATE_MAX_BUCKETS) and the key NAME of the --config file (max-buckets: 1000);
+a flag beats the environment, which beats the file. An unknown TOKENGATE_*
+variable or file key, or a value that does not parse, stops the start.
+Not flags:
+`)
+	for _, st := range settingsTable {
+		if st.from&fromFlag == 0 {
+			fmt.Fprintf(&b, "  %s, key %s: %s\n", envName(st.name), st.name, st.help)
+		}
 	}
-	return err == nil
+	return b.String()
 }
 
 func (s settings) check() error {
@@ -192,12 +320,22 @@ func (s settings) check() error {
 	return nil
 }
 
+// logger is the logger of --log-level and --log-format, writing to w.
 func (s settings) logger(w io.Writer) *slog.Logger {
 	var l slog.Level
 	l.UnmarshalText([]byte(s.LogLevel))
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: durationsAsText}
 	if s.LogFormat == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationsAsText writes a duration as Go writes it ("10s", "1.5ms"), in
+// JSON too, where slog would write nanoseconds (10000000000).
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }

@@ -71,8 +71,8 @@ func TestSettingsBadFile(t *testing.T) {
 	}
 	_, err := loadSettings([]string{"--config", file})
 	for _, w := range []string{
-		`settings file ` + file + `: max-buckets: "lots": want a whole number (--max-buckets)`,
-		`settings file ` + file + `: pprof: "yes": want true or false (--pprof)`,
+		`settings file ` + file + `:1: max-buckets: "lots": want a whole number (--max-buckets)`,
+		`settings file ` + file + `:2: pprof: "yes": want true or false (--pprof)`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error %v does not say %q", err, w)

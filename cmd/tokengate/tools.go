@@ -17,14 +17,19 @@ import (
 // validate is `tokengate validate FILE|DIR`: a policy file or a directory
 // of them, in either format.
 func validate(args []string, stdout io.Writer) error {
-	if len(args) != 1 {
+	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
 		return errors.New("usage: tokengate validate FILE|DIR")
 	}
-	files, err := policy.ReadFiles(args[0])
+	path := fs.Arg(0)
+	files, err := policy.ReadFiles(path)
 	if err != nil {
 		return err
 	}
-	return policy.ValidateFiles(stdout, args[0], files)
+	return policy.ValidateFiles(stdout, path, files)
 }
 
 // explain is `tokengate explain --policy FILE --domain D key=value ...`,
@@ -42,8 +47,8 @@ func explain(args []string, stdout io.Writer) error {
 	fs.StringVar(&a.Host, "host", "", "with --front-door: the request host")
 	fs.StringVar(&a.Scheme, "scheme", "", "with --front-door: http or https")
 	headers := fs.StringArray("header", nil, "with --front-door: a request header, Name=value (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	if err := parseFlags(fs, args); err != nil {
+		return withNotes(err, explainExamples)
 	}
 	if *door == "" && *domain == "" {
 		return errors.New("explain: --domain is required")
@@ -89,6 +94,13 @@ func explain(args []string, stdout io.Writer) error {
 	_, err = fmt.Fprint(stdout, e)
 	return err
 }
+
+const explainExamples = `examples:
+  tokengate explain --policy policy.yaml --domain edge user_id=alice path=/api/x
+        the rule the descriptor matches, its bucket key and cost
+  tokengate explain --policy policy.yaml --front-door forward_auth --header X-User=alice --path /api/x
+        the descriptors forward_auth builds for that request and the rule each one hits
+`
 
 // cliHeaders are --header flags, by lower-case name.
 type cliHeaders map[string]string

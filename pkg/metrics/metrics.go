@@ -7,6 +7,10 @@
 package metrics
 
 import (
+	"math"
+	"strconv"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -45,10 +49,17 @@ type Metrics struct {
 	// was refused (watch.FailureReason: read, not_regular_file, invalid).
 	ReloadFailures *prometheus.CounterVec // reason
 	PolicyInfo     *prometheus.GaugeVec   // revision, sha256
+	// RevisionDecreases counts policies applied with a lower revision than
+	// the one they replaced: rollbacks, or a mistake (SetPolicy).
+	RevisionDecreases prometheus.Counter
+	lastRevision      atomic.Int64 // of the policy serving; minInt64 before the first
 	// InvalidUTF8 counts requests whose strings held invalid UTF-8 and
 	// were decoded as bytes; method is FrontDoorRateLimit or
 	// FrontDoorExtAuthz.
 	InvalidUTF8 *prometheus.CounterVec // method
+	// StoreDegraded is 1 while the store cannot decide (on_store_error
+	// answering), 0 while it can; set by the server's health check.
+	StoreDegraded prometheus.Gauge
 
 	descriptors *descriptorSeries // CountDescriptor
 }
@@ -95,23 +106,40 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "tokengate_policy_info",
 			Help: "The policy now serving: 1 for its revision and sha256.",
 		}, []string{"revision", "sha256"}),
+		RevisionDecreases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_policy_revision_decreases_total",
+			Help: "Policies applied with a lower revision than the one they replaced (a rollback applies, as any change does).",
+		}),
 		InvalidUTF8: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_requests_invalid_utf8_total",
 			Help: "Requests with invalid UTF-8 in a string field (a header's bytes), decoded as bytes and decided as usual, by method (ratelimit, ext_authz).",
 		}, []string{"method"}),
+		StoreDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tokengate_store_degraded",
+			Help: "1 while the store cannot decide and each rule's on_store_error answers (gRPC health service tokengate.store NOT_SERVING), else 0.",
+		}),
 	}
 	m.descriptors = newDescriptorSeries()
 	for _, method := range []string{FrontDoorRateLimit, FrontDoorExtAuthz} {
 		m.InvalidUTF8.WithLabelValues(method)
 	}
 	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
-		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.InvalidUTF8, m.descriptors.vec,
+		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.RevisionDecreases, m.InvalidUTF8, m.StoreDegraded, m.descriptors.vec,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.lastRevision.Store(math.MinInt64)
 	return m
 }
 
-// SetPolicy records the policy now serving in tokengate_policy_info.
-func (m *Metrics) SetPolicy(revision, sha256 string) {
+// SetPolicy records the policy now serving in tokengate_policy_info, and
+// counts a revision lower than the one before in RevisionDecreases; it
+// reports whether it was lower.
+func (m *Metrics) SetPolicy(revision int64, sha256 string) (decreased bool) {
+	prev := m.lastRevision.Swap(revision)
+	decreased = prev != math.MinInt64 && revision < prev
+	if decreased {
+		m.RevisionDecreases.Inc()
+	}
 	m.PolicyInfo.Reset()
-	m.PolicyInfo.WithLabelValues(revision, sha256).Set(1)
+	m.PolicyInfo.WithLabelValues(strconv.FormatInt(revision, 10), sha256).Set(1)
+	return decreased
 }

@@ -79,13 +79,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := s.opts.Ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ready\n"))
-	})
+	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /debug/policy", s.debugPolicy)
 	if s.opts.ForwardAuth != nil {
 		mux.Handle("/v1/check", s.opts.ForwardAuth)

@@ -5,6 +5,8 @@
 // asked, /debug/pprof/). Serve
 // runs until its context ends, then drains: health turns NOT_SERVING, new
 // connections are refused, in-flight RPCs finish within ShutdownTimeout.
+// Readiness is "can answer": a failing store is reported apart, by the
+// health service StoreHealthService (health.go).
 package server
 
 import (
@@ -15,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -47,9 +50,16 @@ type Options struct {
 	Gatherer    prometheus.Gatherer // what /metrics serves
 	// Policy returns the policy now serving, for /debug/policy.
 	Policy func() *policy.Policy
-	// Ready reports why tokengate cannot serve yet (nil when it can); it
-	// backs /readyz and the gRPC health status.
-	Ready func() error
+	// Store reports why the store cannot decide now (nil when it can); nil
+	// is a store that always can (memory). Checked every second, it backs
+	// the gRPC health service StoreHealthService and
+	// tokengate_store_degraded (health.go).
+	Store func() error
+	// ReadyRequiresStore makes readiness (/readyz and the gRPC health of
+	// "" and of every service served) follow Store as well, so that a lost
+	// store takes the replica out. Without it tokengate is ready while it
+	// can answer, each rule's on_store_error answering for a failing store.
+	ReadyRequiresStore bool
 
 	Pprof           bool          // serve /debug/pprof/
 	ShutdownTimeout time.Duration // longest drain of in-flight RPCs [10s]
@@ -71,6 +81,9 @@ type Server struct {
 	gl, hl net.Listener
 	// okObservers is built once all services are registered; read-only.
 	okObservers map[string]prometheus.Observer
+	// degraded is why the store failed at the latest health check, nil
+	// while it decides (health.go).
+	degraded atomic.Pointer[string]
 }
 
 // gRPC limits, set deliberately: ratelimit requests are small, and Envoy
@@ -112,9 +125,6 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
-	}
-	if opts.Ready == nil {
-		opts.Ready = func() error { return nil }
 	}
 	if opts.GRPCMaxConnectionIdle <= 0 {
 		opts.GRPCMaxConnectionIdle = defaultGRPCMaxConnectionIdle
@@ -168,7 +178,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		errs <- nil
 	}()
-	stopHealth := s.trackReadiness(ctx)
+	stopHealth := s.trackHealth(ctx)
 	s.opts.Logger.Info("serving", slog.String("grpc", s.GRPCAddr().String()), slog.String("http", s.HTTPAddr().String()))
 
 	var err error
@@ -197,33 +207,4 @@ func (s *Server) shutdown() error {
 		return fmt.Errorf("server: in-flight RPCs still running after %v: stopped", s.opts.ShutdownTimeout)
 	}
 	return httpErr
-}
-
-// trackReadiness keeps the gRPC health status in step with Ready, checked
-// every second, until the returned stop is called.
-func (s *Server) trackReadiness(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			st := healthpb.HealthCheckResponse_SERVING
-			if s.opts.Ready() != nil {
-				st = healthpb.HealthCheckResponse_NOT_SERVING
-			}
-			s.health.SetServingStatus("", st)
-			s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
-			if s.opts.Authorization != nil {
-				s.health.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, st)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
 }

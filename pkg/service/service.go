@@ -128,7 +128,18 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	for i := range rules {
 		rules[i] = sc.descs[i].rule
 	}
-	return sc.respond(domain, descriptors, table, s.opts.Metrics)
+	resp := sc.respond(domain, descriptors, table, s.opts.Metrics)
+	// A store call that timed out may have charged: tell the store whether
+	// the request went through on on_store_error's answer (a shadow rule's
+	// charge stands, as it does when the store answers).
+	var amb store.Ambiguous
+	if errors.As(sc.enforced.err, &amb) {
+		amb.Resolve(resp.OverallCode == rlsv3.RateLimitResponse_OK)
+	}
+	if errors.As(sc.shadow.err, &amb) {
+		amb.Resolve(true)
+	}
+	return resp
 }
 
 // logStoreFailure logs the store's failure of this request, unless a line

@@ -84,6 +84,18 @@ type Outcome struct {
 	Replayed bool
 }
 
+// Ambiguous is implemented by the error of a Decide that may have been
+// decided after all: its call to a shared store was sent and timed out, so
+// the store may yet charge the request though the caller answers it
+// without the store (on_store_error). The caller says once, with Resolve,
+// whether it let the request through; a store that learns its call did
+// charge refunds the charge of a request that was not let through. A
+// caller that never calls Resolve leaves the charge as it is.
+type Ambiguous interface {
+	error
+	Resolve(passed bool)
+}
+
 // Store decides requests. Implementations must be safe for concurrent use.
 type Store interface {
 	// Decide decides all of req's items together: when every item's cost

@@ -40,8 +40,8 @@ const (
 
 // TestRedisOutage kills Redis under load and brings it back: each
 // on_store_error mode answers as documented, marked degraded (an outage
-// never looks like an ordinary rejection), fast, counted; /readyz reports
-// it; the service recovers without a restart, and after SCRIPT FLUSH too.
+// never looks like an ordinary rejection), fast, counted; tokengate stays
+// ready and tokengate_store_degraded reports the outage; the service recovers without a restart, and after SCRIPT FLUSH too.
 func TestRedisOutage(t *testing.T) {
 	srv := redistest.Start(t)
 	p := start(t, "--store", "redis", "--redis-addr", srv.Addr(), "--policy", writeFile(t, outagePolicy),
@@ -118,7 +118,10 @@ func TestRedisOutage(t *testing.T) {
 	if r := timed("local spent", "user_id", "u"); r.OverallCode != over || header(r, "retry-after") == "" {
 		t.Fatalf("on_store_error local past its share: %v", r)
 	}
-	eventually(t, "/readyz 503", func() bool { code, _ := p.Get(t, "/readyz"); return code == 503 })
+	eventually(t, "degraded", func() bool { return p.Metric(t, "tokengate_store_degraded") == "1" })
+	if code, _ := p.Get(t, "/readyz"); code != 200 {
+		t.Fatalf("/readyz with Redis down: %d, want 200 (on_store_error answers)", code)
+	}
 	eventually(t, "the circuit to open", func() bool { return p.Metric(t, "tokengate_redis_circuit_open") == "1" })
 	if n, _ := strconv.ParseFloat(p.Metric(t, `tokengate_store_errors_total{store="redis"}`), 64); n < 1 {
 		t.Fatalf("store errors not counted: %v", n)
@@ -133,7 +136,7 @@ func TestRedisOutage(t *testing.T) {
 		r := p.ask(t, descriptor("user_id", "u"))
 		return r.OverallCode == ok && header(r, "x-tokengate-degraded") == ""
 	})
-	eventually(t, "/readyz 200", func() bool { code, _ := p.Get(t, "/readyz"); return code == 200 })
+	eventually(t, "not degraded", func() bool { return p.Metric(t, "tokengate_store_degraded") == "0" })
 	if g := p.Metric(t, "tokengate_redis_circuit_open"); g != "0" {
 		t.Fatalf("circuit gauge %q after recovery", g)
 	}
@@ -152,7 +155,7 @@ func TestRedisOutage(t *testing.T) {
 }
 
 // TestStartWithRedisDown: tokengate started while Redis is unreachable
-// serves anyway (not ready, on_store_error answering) and connects when
+// serves anyway (ready, degraded, on_store_error answering) and connects when
 // Redis comes up, without a restart.
 func TestStartWithRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
@@ -162,13 +165,16 @@ func TestStartWithRedisDown(t *testing.T) {
 	if r := p.ask(t, descriptor("tenant", "a")); r.OverallCode != over || header(r, "x-tokengate-degraded") == "" {
 		t.Fatalf("Redis down at start, on_store_error deny: %v", r)
 	}
-	if code, _ := p.Get(t, "/readyz"); code != 503 {
-		t.Fatalf("/readyz with Redis down at start: %d", code)
+	if code, _ := p.Get(t, "/readyz"); code != 200 {
+		t.Fatalf("/readyz with Redis down at start: %d, want 200 (on_store_error answers)", code)
+	}
+	if g := p.Metric(t, "tokengate_store_degraded"); g != "1" {
+		t.Fatalf("tokengate_store_degraded %q with Redis down at start, want 1", g)
 	}
 	srv.Restart()
 	eventually(t, "answers from Redis", func() bool {
 		r := p.ask(t, descriptor("tenant", "a"))
 		return r.OverallCode == ok && header(r, "x-tokengate-degraded") == ""
 	})
-	eventually(t, "/readyz 200", func() bool { code, _ := p.Get(t, "/readyz"); return code == 200 })
+	eventually(t, "not degraded", func() bool { return p.Metric(t, "tokengate_store_degraded") == "0" })
 }

@@ -22,6 +22,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Main is a test package's TestMain: it builds tokengate (with the race
@@ -169,6 +170,39 @@ func (p *Proc) Metric(t *testing.T, sample string) string {
 		}
 	}
 	return ""
+}
+
+// WaitHealth waits up to 15s, on a grpc.health.v1 Watch stream, until the
+// health of service on conn is want.
+func WaitHealth(t *testing.T, conn *grpc.ClientConn, service string, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		t.Fatalf("health %q: %v", service, err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("health %q: waiting for %v: %v", service, want, err)
+		}
+		if resp.Status == want {
+			return
+		}
+	}
+}
+
+// Health returns the health of service on conn now.
+func Health(t *testing.T, conn *grpc.ClientConn, service string) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		t.Fatalf("health %q: %v", service, err)
+	}
+	return resp.Status
 }
 
 // Descriptor builds a descriptor from key, value pairs.

@@ -37,7 +37,7 @@ func TestRender(t *testing.T) {
 		check  func(t *testing.T, o *objects)
 	}{
 		{"defaults", "", func(t *testing.T, o *objects) {
-			want := []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"}
+			want := []string{"ConfigMap", "ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "Service", "ServiceAccount"}
 			if !slices.Equal(o.Kinds, want) {
 				t.Errorf("kinds %v, want %v", o.Kinds, want)
 			}
@@ -45,7 +45,7 @@ func TestRender(t *testing.T) {
 				t.Errorf("replicas %v, want 1", r)
 			}
 			wantArgs(t, o, "--store=memory", "--grpc-addr=:8081", "--http-addr=:8080", "--max-buckets=1000000")
-			if !strings.Contains(o.Notes, "limits are exact") {
+			if !strings.Contains(o.Notes, "limits are exact") || !strings.Contains(o.Notes, "Job edge-tokengate-policy-check") {
 				t.Errorf("NOTES:\n%s", o.Notes)
 			}
 		}},
@@ -244,6 +244,8 @@ func checkAlways(t *testing.T, o *objects) {
 	}
 	ct := spec.Containers[0]
 	checkSecurity(t, spec.SecurityContext, ct.SecurityContext)
+	checkInitContainer(t, spec)
+	checkPolicyJob(t, o)
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		t.Error("the service account token is mounted")
 	}
@@ -286,6 +288,9 @@ func checkAlways(t *testing.T, o *objects) {
 		}
 	}
 	for _, cm := range o.ConfigMaps {
+		if _, ok := cm.Labels["grafana_dashboard"]; ok {
+			continue
+		}
 		for key, data := range cm.Data {
 			p, err := policy.Parse(key, []byte(data))
 			if err != nil {

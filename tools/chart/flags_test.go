@@ -2,11 +2,12 @@ package chart_test
 
 import (
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tokengate/tokengate/tools/internal/build"
 )
 
 // TestArgsAreFlags: every flag the chart passes is one `tokengate serve`
@@ -16,15 +17,12 @@ func TestArgsAreFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tokengate")
 	}
-	root := filepath.Join(chartDir(t), "..", "..")
-	bin := filepath.Join(t.TempDir(), "tokengate")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tokengate")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin := build.Tokengate(t)
+	// serve --help lists the flags on stdout and exits 0.
+	usage, err := exec.Command(bin, "serve", "--help").Output()
+	if err != nil {
+		t.Fatalf("tokengate serve --help: %v", err)
 	}
-	// serve --help lists the flags and exits 1 (help is an "error" to pflag).
-	usage, _ := exec.Command(bin, "serve", "--help").CombinedOutput()
 	flags := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^\s+--([a-z0-9-]+)`).FindAllStringSubmatch(string(usage), -1) {
 		flags[m[1]] = true
@@ -36,7 +34,7 @@ func TestArgsAreFlags(t *testing.T) {
 	c := loadChart(t)
 	for _, v := range []string{
 		"",
-		`{settings: {pprof: true}, replicaCount: 2, perReplicaLimits: true}`,
+		`{settings: {pprof: true, readyRequiresStore: true}, replicaCount: 2, perReplicaLimits: true}`,
 		`{store: redis, replicaCount: 2, redis: {addr: "r:6379", url: "rediss://r:6379", db: 1, sentinelMaster: m,
 		  password: {existingSecret: s}, timeout: 20ms, dialTimeout: 2s, poolSize: 8, keyPrefix: "tg:", localShare: 0.5}}`,
 		`{store: redis, redis: {addr: "r:6379", cluster: true}}`,

@@ -22,6 +22,7 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
@@ -67,6 +68,8 @@ type objects struct {
 	PDB            *policyv1.PodDisruptionBudget
 	HPA            *autoscalingv2.HorizontalPodAutoscaler
 	ServiceMonitor *monitoringv1.ServiceMonitor
+	PrometheusRule *monitoringv1.PrometheusRule
+	Job            *batchv1.Job // the policy-check hook
 	Notes          string
 	Kinds          []string // every kind rendered, sorted
 }
@@ -145,6 +148,12 @@ func (o *objects) add(file string, doc []byte) error {
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		o.ServiceMonitor = new(monitoringv1.ServiceMonitor)
 		dst = o.ServiceMonitor
+	case "batch/v1 Job":
+		o.Job = new(batchv1.Job)
+		dst = o.Job
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		o.PrometheusRule = new(monitoringv1.PrometheusRule)
+		dst = o.PrometheusRule
 	default:
 		return fmt.Errorf("unexpected %s %s", meta.APIVersion, meta.Kind)
 	}

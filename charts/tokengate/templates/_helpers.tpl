@@ -81,6 +81,35 @@ something other than what the user believes.
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
 {{- end }}
+{{- if and .Values.policy.content (not .Values.policy.existingConfigMap) }}
+{{- include "tokengate.validatePolicy" .Values.policy.content }}
+{{- end }}
+{{- end }}
+
+{{/*
+tokengate.validatePolicy fails the rendering of a policy.content that
+cannot be a policy: not YAML, not a map, or a map with neither tokengate's
+`domains:` (a map of domains to rules) nor an envoyproxy/ratelimit config's
+`domain:`. The rules themselves are checked by `tokengate validate`, the
+pod's init container, before the policy serves.
+*/}}
+{{- define "tokengate.validatePolicy" -}}
+{{- $p := fromYaml . }}
+{{- if hasKey $p "Error" }}
+{{- fail (printf "policy.content is not a YAML map: %s" (index $p "Error")) }}
+{{- end }}
+{{- if hasKey $p "domains" }}
+{{- if not (or (kindIs "map" $p.domains) (kindIs "invalid" $p.domains)) }}
+{{- fail (printf "policy.content: domains must be a map of domain names to lists of rules, not %s" (kindOf $p.domains)) }}
+{{- end }}
+{{- range $domain, $rules := $p.domains }}
+{{- if not (or (kindIs "slice" $rules) (kindIs "invalid" $rules)) }}
+{{- fail (printf "policy.content: domain %q must be a list of rules, not %s" $domain (kindOf $rules)) }}
+{{- end }}
+{{- end }}
+{{- else if not (and (hasKey $p "domain") (kindIs "string" $p.domain)) }}
+{{- fail (printf "policy.content has neither `domains:` (a tokengate policy) nor `domain:` (an envoyproxy/ratelimit config); its keys: %s" (keys $p | sortAlpha | join ", ")) }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -138,4 +167,35 @@ Call with (dict "probe" .Values.readinessProbe "root" $).
 {{- else }}
 - {{ printf "--redis-local-share=%v" ($r.localShare) | quote }}
 {{- end }}
+{{- end }}
+
+{{/*
+tokengate.validateContainer: `tokengate validate` on the policy mounted at
+/etc/tokengate, with tokengate's image, resources and security context:
+the Deployment's init container and the policy-check Job's container.
+*/}}
+{{- define "tokengate.validateContainer" -}}
+- name: validate-policy
+  image: {{ include "tokengate.image" . | quote }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  args:
+    - validate
+    - /etc/tokengate/policy.yaml
+  {{- with .Values.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.securityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  volumeMounts:
+    - name: policy
+      mountPath: /etc/tokengate
+      readOnly: true
+{{- end }}
+
+{{/* tokengate.policyData: the data of a ConfigMap holding policy.content. */}}
+{{- define "tokengate.policyData" -}}
+{{- dict .Values.policy.key .Values.policy.content | toYaml }}
 {{- end }}

@@ -25,6 +25,11 @@ const (
 	DefaultPoll     = 10 * time.Second
 )
 
+// SourceKey is the log attribute that names the policy's source (its
+// file, or builtin:default.yaml) in every line about a policy, here and in
+// cmd/tokengate.
+const SourceKey = "policy_source"
+
 // Result is the outcome of a reload, as the label of
 // tokengate_policy_reloads_total.
 type Result string
@@ -197,7 +202,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			w.opts.Logger.Warn("policy watch error; re-reading the file", "path", w.path, "err", err)
+			w.opts.Logger.Warn("policy watch error; re-reading the file", SourceKey, w.path, "err", err)
 			schedule()
 		case <-quiet.C:
 			pending = false
@@ -269,7 +274,7 @@ func (w *Watcher) Reload() error {
 	}
 	w.seen = seen
 	if cur != nil && cur.SHA256() == seen {
-		w.opts.Logger.Info("policy file is back to the content serving", "path", w.path, "sha256", seen)
+		w.opts.Logger.Info("policy file is back to the content serving", SourceKey, w.path, "sha256", seen)
 		return nil
 	}
 	p, err := w.opts.Compiler.CompileFiles(w.opts.Path, files, cur, w.opts.Clock.Now())
@@ -286,13 +291,20 @@ func (w *Watcher) Reload() error {
 }
 
 func (w *Watcher) loaded(prev, p *policy.Policy) {
-	attrs := []any{"path", w.path, "revision", p.Revision(), "sha256", p.SHA256(), "domains", len(p.Domains())}
+	attrs := []any{SourceKey, w.path, "revision", p.Revision(), "sha256", p.SHA256(), "domains", len(p.Domains())}
 	if prev != nil {
 		attrs = append(attrs, "previous_revision", prev.Revision(), "previous_sha256", prev.SHA256())
 	}
 	w.opts.Logger.Info("policy loaded", attrs...)
+	if prev != nil && p.Revision() < prev.Revision() {
+		// Applied like any change (the memory and Redis stores order
+		// versions by when they were applied): say so, in case it is a
+		// mistake rather than a rollback.
+		w.opts.Logger.Warn("policy revision went down: applied as a rollback", SourceKey, w.path,
+			"revision", p.Revision(), "previous_revision", prev.Revision())
+	}
 	for _, is := range p.Warnings() {
-		w.opts.Logger.Warn("policy warning", "path", w.path, "warning", is.Error())
+		w.opts.Logger.Warn("policy warning", SourceKey, w.path, "warning", is.Error())
 	}
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(Success, p, nil)
@@ -300,7 +312,7 @@ func (w *Watcher) loaded(prev, p *policy.Policy) {
 }
 
 func (w *Watcher) refused(cur *policy.Policy, err error) {
-	attrs := []any{"path", w.path, "err", err}
+	attrs := []any{SourceKey, w.path, "err", err}
 	if cur != nil {
 		attrs = append(attrs, "serving_revision", cur.Revision(), "serving_sha256", cur.SHA256())
 	}

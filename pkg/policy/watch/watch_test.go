@@ -321,3 +321,24 @@ func TestNewRefusesBadFile(t *testing.T) {
 		t.Fatal("no clock accepted")
 	}
 }
+
+// TestRevisionDownIsWarned: a file with a lower revision than the one
+// serving (a rollback) is applied like any change, with a warning.
+func TestRevisionDownIsWarned(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	write(t, path, policyFile(3))
+	f := start(t, path, -1)
+	write(t, path, policyFile(4))
+	f.waitRevision(t, 4)
+	if logs := f.logs.String(); strings.Contains(logs, "revision went down") {
+		t.Fatalf("a higher revision was warned about:\n%s", logs)
+	}
+	write(t, path, policyFile(3))
+	f.waitRevision(t, 3)
+	if v := f.w.Current().Rule("edge", "per-user").Version; v.Params.Capacity() != 103 || v.Lineage().Current() != v {
+		t.Fatalf("the rollback is not active: %+v", v)
+	}
+	if logs := f.logs.String(); !strings.Contains(logs, "policy revision went down: applied as a rollback") || !strings.Contains(logs, "previous_revision=4") {
+		t.Fatalf("no warning of the rollback:\n%s", logs)
+	}
+}

@@ -13,7 +13,11 @@ import (
 // BreakerOptions tune the circuit breaker that stops a Store from
 // hammering a Redis that is down. Zero fields take the defaults.
 type BreakerOptions struct {
-	// Failures in a row that open the circuit [3].
+	// Failures in a row that open the circuit [3]. Calls that were in
+	// flight together count once: a failure counts only if its call
+	// started after the last counted failure, so that one stall (of Redis,
+	// the network or this process) that times out every call in flight is
+	// one failure, not one per call.
 	Failures int
 	// MinBackoff is the first open period [100ms]; each failed probe
 	// doubles it, up to MaxBackoff [5s].
@@ -33,6 +37,7 @@ type breaker struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	fails   int
+	counted time.Time // when the last counted failure was seen
 	open    bool
 	until   time.Time // end of the backoff
 	since   time.Time // when it opened
@@ -78,9 +83,14 @@ func (b *breaker) success() {
 	}
 }
 
-func (b *breaker) failure(err error) {
+// failure is told of a call, started at started, that failed.
+func (b *breaker) failure(err error, started time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if started.Before(b.counted) && !(b.open && b.probing) {
+		return
+	}
+	b.counted = b.now()
 	b.fails++
 	opened := false
 	switch {

@@ -51,9 +51,12 @@ const fastFormat = "<ddd"
 // h*10^9 + l, then the instant in ms until which its key surely lives)
 // followed by its identity (itemID of the version it was decided under).
 // Every double is an exact integer below 2^53.
+// Its balance (tokens, fraction, cursor) is the first five doubles (recBalanceFormat),
+// so that a write of the balance alone is a SETRANGE at 0.
 const (
-	recNumbers = 8
-	recFormat  = "<dddddddd"
+	recNumbers       = 8
+	recFormat        = "<dddddddd"
+	recBalanceFormat = "<ddddd"
 )
 
 // Settle arguments, offsets within a bucket's block.
@@ -64,11 +67,21 @@ const (
 	settleArgs  = iota
 )
 
+// A batch (batch.go) is several calls as one: its arguments are opBatch,
+// the number of calls, each call's key and argument counts (two
+// arguments per call), then each call's arguments; its keys are the
+// calls' keys in order. Its reply is each call's reply, in order.
+const (
+	argBatchCalls = 2
+	batchHead     = 2
+)
+
 // Operations and request id modes.
 const (
 	opDecide  = "d"
 	opReserve = "r"
 	opSettle  = "s"
+	opBatch   = "b"
 
 	idNone    = "0"
 	idLast    = "1"
@@ -153,9 +166,10 @@ var luaContract = func() string {
 		{"ARG_ITEMS", argItems}, {"ARG_FP", argFP}, {"ARG_MAX_REPLAYS", argMaxReplays}, {"ARG_TOLERANCE", argTolerance}, {"HEADER_ARGS", headerArgs},
 		{"ITEM_COST", itemCost}, {"ITEM_AT", itemAt}, {"ITEM_ID", itemID}, {"ITEM_VERSION", itemVersion},
 		{"ITEM_FAST", itemFast}, {"ITEM_MODE", itemMode}, {"ITEM_CHAIN", itemChain}, {"ITEM_ARGS", itemArgs},
-		{"FAST_FORMAT", fastFormat}, {"REC_FORMAT", recFormat}, {"REC_BYTES", 8 * recNumbers},
+		{"FAST_FORMAT", fastFormat}, {"REC_FORMAT", recFormat}, {"REC_BYTES", 8 * recNumbers}, {"REC_BALANCE_FORMAT", recBalanceFormat},
 		{"SETTLE_UNITS", settleUnits}, {"SETTLE_PER", settlePer}, {"SETTLE_NEW", settleNew}, {"SETTLE_ARGS", settleArgs},
-		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle},
+		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle}, {"OP_BATCH", opBatch},
+		{"ARG_BATCH_CALLS", argBatchCalls}, {"BATCH_HEAD", batchHead},
 		{"ID_NONE", idNone}, {"ID_LAST", idLast}, {"ID_RELEASE", idRelease},
 		{"KIND_DECIDED", kindDecided}, {"KIND_REPLAY", kindReplay}, {"KIND_PENDING", kindPending},
 		{"FLAG_ALLOWED", flagAllowed}, {"FLAG_NEVER", flagNever}, {"FLAG_SNAPSHOT", flagSnapshot},

@@ -145,6 +145,18 @@ const denyMaxItems = 16
 // answer drops its buckets' snapshots: an allowed request changed them,
 // and a bucket Redis decided without a snapshot may have moved to another
 // version.
+// forget drops the snapshots of tags' buckets (a refund changed them).
+func (c *denyCache) forget(tags [][16]byte) {
+	for i := range tags {
+		sh, k := c.slot(&tags[i])
+		sh.mu.Lock()
+		if e := &sh.slots[k]; e.tag == tags[i] {
+			*e = denyEntry{}
+		}
+		sh.mu.Unlock()
+	}
+}
+
 func (c *denyCache) learn(req *store.Request, tags [][16]byte, allowed bool, items []itemRecord) {
 	keep := !allowed && answerable(req, tags)
 	for i := range req.Items {

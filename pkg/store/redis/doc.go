@@ -82,21 +82,25 @@
 // bucket.Version IDs are numbered per process, so they do not order
 // versions across replicas. A bucket stores (revision, process id, version
 // id, activation, parameters), and a request's version replaces the
-// stored one only when it is newer:
+// stored one only when it was applied later:
 //
-//   - a higher policy revision (store.Item.Revision) wins;
-//   - at the same revision, this process's own versions are ordered by ID,
-//     and the chain of earlier versions (bucket.Version.Prev) is walked as
-//     Bring does;
-//   - at the same revision from another process, equal parameters need no
-//     conversion, and different ones (a file changed without a revision
-//     bump) convert only if the request's version was activated later.
+//   - this process's own versions are ordered by ID (the order in which
+//     it applied them), and the chain of earlier versions
+//     (bucket.Version.Prev) is walked as Bring does;
+//   - another process's version at the same revision with equal
+//     parameters needs no conversion;
+//   - otherwise another process's version is newer when it was activated
+//     later, on the shared clock.
 //
-// Otherwise the bucket is decided under the parameters stored with it, so
-// during a rolling update an old replica uses the new parameters and a
-// bucket never moves back. Give every policy change a higher revision. The
-// activation of a version is mapped onto the shared clock as "now minus
-// its age" (the age measured on the replica's own clock).
+// The revision does not order versions: a rollback (a lower revision
+// applied after a higher one) applies, as in the memory store. A replica
+// still on a policy applied earlier decides a bucket under the parameters
+// stored with it, so during a rolling update a bucket never moves back to
+// parameters it has left. What activation cannot tell from a rollback is
+// a replica started with an older policy than the others serve: it applies
+// its policy at start. The activation of a version is mapped onto the
+// shared clock as "now minus its age" (the age measured on the replica's
+// own clock).
 //
 // # Cluster
 //
@@ -124,7 +128,9 @@
 // failures open a circuit breaker: calls fail at once with
 // store.ErrUnavailable for a backoff (100ms doubling to 5s, with jitter),
 // then one probe call tries Redis again; success closes it. What an answer
-// is while Redis fails is each rule's on_store_error (pkg/service).
+// is while Redis fails is each rule's on_store_error (pkg/service). A call
+// still out at its request's deadline may yet charge: ambiguous.go
+// refunds the charge of a request that on_store_error refused.
 //
 // Store is safe for concurrent use.
 package redis

@@ -26,11 +26,11 @@ func TestBreaker(t *testing.T) {
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
 	b.now = func() time.Time { return now }
 	fail := errors.New("down")
-	b.failure(fail)
+	b.failure(fail, now)
 	if !b.allow() {
 		t.Fatal("one failure opened the circuit")
 	}
-	b.failure(fail)
+	b.failure(fail, now)
 	if b.allow() {
 		t.Fatal("two failures left the circuit closed")
 	}
@@ -38,7 +38,7 @@ func TestBreaker(t *testing.T) {
 	if !b.allow() || b.allow() {
 		t.Fatal("half-open: want exactly one probe")
 	}
-	b.failure(fail)
+	b.failure(fail, now)
 	now = now.Add(150 * time.Millisecond)
 	if b.allow() {
 		t.Fatal("a failed probe did not double the backoff")
@@ -52,6 +52,32 @@ func TestBreaker(t *testing.T) {
 		if !b.allow() {
 			t.Fatal("success did not close the circuit")
 		}
+	}
+}
+
+// TestBreakerCountsAStallOnce: calls in flight together that fail
+// together (one stall timing them all out) are one failure; a call
+// started after a counted failure counts again.
+func TestBreakerCountsAStallOnce(t *testing.T) {
+	now := time.Unix(0, 0)
+	b := newBreaker(BreakerOptions{Failures: 3}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
+	b.now = func() time.Time { return now }
+	fail := errors.New("timeout")
+	started := now
+	now = now.Add(15 * time.Millisecond)
+	for range 64 {
+		b.failure(fail, started)
+	}
+	if !b.allow() {
+		t.Fatal("64 calls timed out by one stall opened the circuit")
+	}
+	for range 2 {
+		started = now
+		now = now.Add(15 * time.Millisecond)
+		b.failure(fail, started)
+	}
+	if b.allow() {
+		t.Fatal("three failures of calls made one after another left the circuit closed")
 	}
 }
 

@@ -12,6 +12,9 @@ type storeMetrics struct {
 	idWaits     prometheus.Counter
 	denyHits    prometheus.Counter
 	inFlight    *prometheus.GaugeVec
+	// batch.go, ambiguous.go
+	batches, batched prometheus.Counter
+	ambiguous        *prometheus.CounterVec
 	// limits.go
 	configUnsafe *prometheus.GaugeVec
 	configChecks *prometheus.CounterVec
@@ -24,7 +27,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 	m := &storeMetrics{
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_redis_errors_total",
-			Help: "Redis store calls that failed, by reason: timeout, error, circuit_open (not tried), shed (not admitted within the timeout: too much work in flight).",
+			Help: "Redis store calls that failed, by reason: timeout, error, circuit_open (not tried), shed (not admitted within the timeout: too much work in flight), queued (never sent: waited past its deadline behind the calls in flight).",
 		}, []string{"reason"}),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokengate_redis_circuit_open",
@@ -58,6 +61,18 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Name: "tokengate_redis_in_flight_items",
 			Help: "Items (buckets) of the decisions admitted to Redis and not yet answered, by class (light, heavy).",
 		}, []string{"class"}),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_redis_batches_total",
+			Help: "Calls that carried the decisions of several requests at once (batch.go).",
+		}),
+		batched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_redis_batched_requests_total",
+			Help: "Requests decided in a call shared with others; divided by tokengate_redis_batches_total, the mean batch.",
+		}),
+		ambiguous: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_redis_ambiguous_total",
+			Help: "Requests whose call was sent and timed out (it may have charged), by what its late answer or request id said: uncharged, kept (charged, and the request went through), refunded (charged, the request was refused: refunded), refund_failed, unknown (no answer, no id: a charge stays if there was one).",
+		}, []string{"outcome"}),
 		configUnsafe: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tokengate_redis_config_unsafe",
 			Help: "1 when the last check of Redis's settings found a node with this reason (no_maxmemory, noeviction, policy: a maxmemory-policy other than volatile-ttl), else 0.",
@@ -71,6 +86,9 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Help: "Keys in tokengate's Redis database at the last sample (DBSIZE, summed over a Cluster's masters): buckets, request ids, the clock key and anything else there. The same value from every replica.",
 		}),
 	}
+	for _, o := range []string{"uncharged", "kept", "refunded", "refund_failed", "unknown"} {
+		m.ambiguous.WithLabelValues(o)
+	}
 	for _, r := range limitsReasons {
 		m.configUnsafe.WithLabelValues(r)
 	}
@@ -78,7 +96,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		m.configChecks.WithLabelValues(v.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight, m.denyHits,
+		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight, m.denyHits, m.batches, m.batched, m.ambiguous,
 			m.configUnsafe, m.configChecks, m.keys)
 	}
 	return m

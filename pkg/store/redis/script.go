@@ -18,6 +18,8 @@ var (
 	luaFast string
 	//go:embed lua/codec.lua
 	luaCodec string
+	//go:embed lua/lean.lua
+	luaLean string
 	//go:embed lua/ops.lua
 	luaOps string
 )
@@ -25,8 +27,9 @@ var (
 // script is the code every call runs: the contract generated from
 // contract.go, then the files, concatenated (each defines locals the next
 // uses): bignums, the bucket arithmetic on them, the same on plain
-// numbers, the codec, and the operations with their one entry, main.
-var script = newScript(luaContract, luaBignum, luaBucket, luaFast, luaCodec, luaOps)
+// numbers, the codec, the lean path of the usual decision, and the
+// operations with their one entry, main.
+var script = newScript(luaContract, luaBignum, luaBucket, luaFast, luaCodec, luaLean, luaOps)
 
 // luaScript is that code in two forms. As a Redis function library
 // (Redis 7 and Valkey: FUNCTION LOAD once, then FCALL), its definitions

@@ -54,6 +54,8 @@ type Options struct {
 	// Admission bounds this replica's Redis work in flight, weighted by
 	// buckets, so that heavy requests cannot starve light ones (admit.go).
 	Admission AdmissionOptions
+	// Batch tunes how concurrent requests share calls (batch.go).
+	Batch BatchOptions
 	// DenyCacheBytes bounds the snapshots of rejected buckets kept to
 	// answer over-limit requests without Redis (deny.go) [1 MiB; off with
 	// RequestTime]; < 0 turns the cache off.
@@ -81,6 +83,7 @@ type Store struct {
 	forgot              atomic.Int64
 	evalOnly            atomic.Bool // the server has no functions: call by EVALSHA (calls.go)
 	admit               *admission  // nil: admits everything (admit.go)
+	batch               *batcher    // nil: one call per request (batch.go)
 	deny                *denyCache  // nil: off (deny.go)
 	clock               sharedClock
 	windowMs, pendingMs string
@@ -142,6 +145,7 @@ func New(opts Options) (*Store, error) {
 	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen)
 	s.admit = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
 	s.deny = newDenyCache(opts.DenyCacheBytes, int64(opts.DenyCacheAge))
+	s.batch = newBatcher(s, opts.Batch)
 	s.forgot.Store(minInt64)
 	return s, nil
 }
@@ -198,10 +202,15 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()
 		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
 	}
+	started := s.breaker.now()
 	out, err := s.decide(cctx, req, results, tags)
 	switch {
 	case err == nil:
 		s.breaker.success()
+	case errors.Is(err, errQueued):
+		// Never sent: it waited behind calls in flight, which say
+		// themselves whether Redis fails.
+		s.metrics.errors.WithLabelValues("queued").Inc()
 	case ctx.Err() != nil:
 		// The caller gave up: not Redis's failure.
 	default:
@@ -213,7 +222,7 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 		// A heavy request that times out says its own cost is high, not
 		// that Redis is down: light requests (and errors) open the breaker.
 		if reason == "error" || !s.admit.isHeavy(len(req.Items)) {
-			s.breaker.failure(err)
+			s.breaker.failure(err, started)
 		}
 	}
 	return out, err
@@ -259,20 +268,17 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 			return out, err
 		}
 	}
-	keys := make([]string, len(req.Items), len(req.Items)+1)
-	for i, t := range tags {
-		keys[i] = s.bucketKey(t)
+	keys, args := s.decideArgs(req, tags, now)
+	var msgs []rueidis.RedisMessage
+	if s.batch != nil {
+		var w *queued
+		msgs, w, err = s.batch.do(ctx, keys, args)
+		if errors.Is(err, errLate) {
+			err = s.ambiguous(err, w, req, raw, keys, now)
+		}
+	} else {
+		msgs, err = s.call(ctx, keys, args)
 	}
-	idMode, fp := idNone, ""
-	if req.ID != "" {
-		idMode, fp = idLast, fingerprint(req.Items)
-		keys = append(keys, s.idKey(tags[0], req.ID))
-	}
-	args := s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, now, idMode, len(req.Items), fp)
-	for i := range req.Items {
-		args = s.item(args, &req.Items[i], req.Now)
-	}
-	msgs, err := s.call(ctx, keys, args)
 	if err != nil {
 		return store.Outcome{}, fmt.Errorf("redis: decide %d items: %w", len(req.Items), err)
 	}
@@ -298,6 +304,25 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		s.deny.learn(req, raw, r.allowed, items)
 	}
 	return store.Outcome{Allowed: r.allowed}, nil
+}
+
+// decideArgs are the keys and arguments of a request's decide call at
+// the script's instant now; tags are its buckets' hash tags in hex.
+func (s *Store) decideArgs(req *store.Request, tags []string, now string) (keys, args []string) {
+	keys = make([]string, len(req.Items), len(req.Items)+1)
+	for i, t := range tags {
+		keys[i] = s.bucketKey(t)
+	}
+	idMode, fp := idNone, ""
+	if req.ID != "" {
+		idMode, fp = idLast, fingerprint(req.Items)
+		keys = append(keys, s.idKey(tags[0], req.ID))
+	}
+	args = s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, now, idMode, len(req.Items), fp)
+	for i := range req.Items {
+		args = s.item(args, &req.Items[i], req.Now)
+	}
+	return keys, args
 }
 
 // decodeReply decodes a reply and raises forgot.

@@ -173,19 +173,22 @@ func TestScriptFlush(t *testing.T) {
 	}
 }
 
-// TestRollingUpdate: two processes share Redis; the one with the newer
-// policy revision moves a bucket to new parameters, and the old one then
-// decides under those (stored with the bucket) and never moves it back.
+// TestRollingUpdate: two processes share Redis; the one that applied a
+// policy change later moves a bucket to new parameters, and the old one
+// then decides under those (stored with the bucket) and never moves it
+// back.
 func TestRollingUpdate(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	oldReplica, newReplica := newStore(t, c, Options{}), newStore(t, c, Options{})
 	vOld := storetest.Version(t, 1, 100, "1/h")
-	vNew := storetest.Version(t, 1, 10, "1/h") // another process: its own IDs
+	// Another process (its own IDs), which applied its change an hour after
+	// the old replica applied its policy.
+	vNew := bucket.NewVersion(1, storetest.Params(t, 10, "1/h"), int64(time.Hour))
 	decide(t, oldReplica, 0, store.Item{Key: "a", Version: vOld, Cost: 50, Revision: 7})
 	_, res := decide(t, newReplica, 0, store.Item{Key: "a", Version: vNew, Cost: 1, Revision: 8})
 	if res[0].Remaining != 9 {
-		t.Fatalf("revision 8 clamps 50 to 10, then 1: %d left, want 9", res[0].Remaining)
+		t.Fatalf("the change clamps 50 to 10, then 1: %d left, want 9", res[0].Remaining)
 	}
 	_, res = decide(t, oldReplica, 0, store.Item{Key: "a", Version: vOld, Cost: 1, Revision: 7})
 	if res[0].Remaining != 8 {

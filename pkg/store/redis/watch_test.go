@@ -126,14 +126,14 @@ func TestBreakerLogsChanges(t *testing.T) {
 	b.now = func() time.Time { return now }
 	fail := errors.New("down")
 	for range 3 {
-		b.failure(fail)
+		b.failure(fail, now)
 	}
 	for range 5 { // failed probes, each after its backoff and jitter
 		now = now.Add(time.Second)
 		if !b.allow() {
 			t.Fatal("no probe after the backoff")
 		}
-		b.failure(fail)
+		b.failure(fail, now)
 	}
 	now = now.Add(time.Second)
 	b.allow()
@@ -141,7 +141,7 @@ func TestBreakerLogsChanges(t *testing.T) {
 		b.success()
 	}
 	for range 3 {
-		b.failure(fail)
+		b.failure(fail, now)
 	}
 	want := []string{
 		"redis failing: circuit open, on_store_error decides meanwhile",

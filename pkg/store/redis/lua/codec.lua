@@ -6,6 +6,9 @@
 -- Everything here and above is defined once, when Redis loads the
 -- library; a call sets the per-call state (KEYS, ARGV, the clock) first.
 local KEYS, ARGV
+-- The call's header (see one, in ops) and the latest cursor of a full new
+-- bucket it did not store (decimal).
+local OP, EXPIRE, PID, IDMODE, NITEMS, FLOOR, forgot
 
 -- split reads a decimal instant as h*10^9 + l, both exact numbers.
 local function split(s)

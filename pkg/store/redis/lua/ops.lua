@@ -2,10 +2,6 @@
 -- dispatch at the end: decide and reserve (decideop) and settle
 -- (settleop) buckets that live in one hash slot. See doc.go for the
 -- design and contract.go for every layout.
--- The call's header (see main) and the latest cursor of a full new
--- bucket it did not store (decimal).
-local OP, EXPIRE, PID, IDMODE, NITEMS, FLOOR, forgot
-
 local function raise(a)
   if not forgot or deccmp(a, forgot) > 0 then forgot = a end
 end
@@ -98,27 +94,24 @@ local function newbucket(b, big)
 end
 
 -- convert decides which version a stored bucket of another version is
--- decided under: the item's when it is newer (a higher revision; at the
--- same revision a higher version ID of this process, whose chain is
--- walked as bucket.Version.Bring does, or another process's version
--- activated later), else the stored one: a bucket never moves back.
+-- decided under: the item's when it was applied later (this process's by
+-- version ID, whose chain is walked as bucket.Version.Bring does; another
+-- process's by activation on the shared clock), else the stored one: a
+-- bucket never moves back to parameters it has left. Revisions do not
+-- order versions: a rollback (a lower revision applied after a higher
+-- one) applies, as in the memory store.
 local function convert(b, s, vh, vl, exp, ident)
   local now = nowbig()
-  local srev, sc, sn, sp, spid, svid = readid(ident)
+  local _, sc, sn, sp, spid, svid = readid(ident)
   local id = ARGV[b + ITEM_ID]
-  local rev, c, n, per, _, vid = readid(id)
+  local _, c, n, per, _, vid = readid(id)
   local from = bigparams(sc, sn, sp)
   local at = back(signed(ARGV[b + ITEM_AT]))
   local move, walk = false, false
-  local order = deccmp(rev, srev)
-  if order > 0 then
+  if spid == PID then
+    if deccmp(vid, svid) > 0 then move, walk = true, true end
+  elseif cmp(at, hlbig(vh, vl)) > 0 then
     move = true
-  elseif order == 0 then
-    if spid == PID then
-      if deccmp(vid, svid) > 0 then move, walk = true, true end
-    elseif cmp(at, hlbig(vh, vl)) > 0 then
-      move = true
-    end
   end
   if not move then return work(BIG, from, refill(from, s, now), ident, vh, vl, exp, false, false) end
   local to, mode, done = bigparams(c, n, per), ARGV[b + ITEM_MODE], false
@@ -236,10 +229,9 @@ local function claim()
   return nil, true
 end
 
--- run decides every item in order on its bucket's running state: whether
--- all were allowed, the buckets in order of first use, each item's result.
-local function run(big)
-  local recs = redis.call('MGET', unpack(KEYS, 1, NITEMS))
+-- run decides every item in order on its bucket's running state (recs
+-- are their records as stored): whether all were allowed, the buckets in order of first use, each item's result.
+local function run(big, recs)
   local works, order, res, allowed = {}, {}, {}, true
   for i = 1, NITEMS do
     local key, b = KEYS[i], HEADER_ARGS + (i - 1) * ITEM_ARGS
@@ -321,7 +313,10 @@ end
 local function decideop(reserve)
   local replay, keep = claim()
   if replay then return replay end
-  local allowed, order, res = run(reserve)
+  local recs = redis.call('MGET', unpack(KEYS, 1, NITEMS))
+  local lean = {}
+  if leanload(recs, lean) then return leandecide(lean) end
+  local allowed, order, res = run(reserve, recs)
   local reply = {}
   reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, keep and 1 or 0
   for i = 1, NITEMS do answer(reply, i, res[i], allowed, reserve) end
@@ -377,8 +372,8 @@ local function settleop()
   return reply
 end
 
--- main is the one entry point: it sets the call's state and dispatches.
-local function main(keys, args)
+-- one runs one call: it sets the call's state and dispatches.
+local function one(keys, args)
   KEYS, ARGV = keys, args
   clock()
   OP, EXPIRE, PID, IDMODE = ARGV[ARG_OP], ARGV[ARG_EXPIRE] == '1', ARGV[ARG_PID], ARGV[ARG_ID_MODE]
@@ -387,4 +382,26 @@ local function main(keys, args)
   if OP == OP_RESERVE then return decideop(true) end
   if OP == OP_SETTLE then return settleop() end
   return redis.error_reply('tokengate: unknown operation ' .. tostring(OP))
+end
+
+-- batchop runs a batch's calls (contract.go) one after another, each as
+-- if alone and under pcall, so that one call's error fails only that
+-- call, and answers their replies in order.
+local function batchop(keys, args)
+  local m = tonumber(args[ARG_BATCH_CALLS])
+  local out, ko, ao = {}, 0, BATCH_HEAD + 2 * m
+  for j = 1, m do
+    local nk, na = tonumber(args[BATCH_HEAD + 2 * j - 1]), tonumber(args[BATCH_HEAD + 2 * j])
+    local ok, r = pcall(one, {unpack(keys, ko + 1, ko + nk)}, {unpack(args, ao + 1, ao + na)})
+    if not ok and not (type(r) == 'table' and r.err) then r = redis.error_reply(tostring(r)) end
+    out[j] = r
+    ko, ao = ko + nk, ao + na
+  end
+  return out
+end
+
+-- main is the one entry point: a batch, or one call.
+local function main(keys, args)
+  if args[ARG_OP] == OP_BATCH then return batchop(keys, args) end
+  return one(keys, args)
 end

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite README.md's settings tables from settingsTable")
+
+// TestREADMESettings: README's two settings tables (the general one and
+// the Redis store's) are settingsTable, written out; -update rewrites them.
+func TestREADMESettings(t *testing.T) {
+	path := filepath.Join("..", "..", "README.md")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	isRedis := func(name string) bool { return strings.HasPrefix(name, "redis-") }
+	for _, tc := range []struct {
+		block string
+		keep  func(name string) bool
+	}{
+		{"settings", func(name string) bool { return !isRedis(name) }},
+		{"redis settings", isRedis},
+	} {
+		readme, err = replaceBlock(readme, tc.block, settingsMarkdown(tc.keep))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if readme == string(data) {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(readme), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatal("README.md's settings tables differ from settingsTable: go test ./cmd/tokengate -run TestREADMESettings -update")
+}
+
+// replaceBlock replaces what lies between the lines <!-- BEGIN block ... -->
+// and <!-- END block --> of doc with body.
+func replaceBlock(doc, block, body string) (string, error) {
+	begin, end := "<!-- BEGIN "+block+" ", "<!-- END "+block+" -->\n"
+	i := strings.Index(doc, begin)
+	if i < 0 {
+		return "", fmt.Errorf("README.md has no %q line", begin)
+	}
+	i += strings.Index(doc[i:], "\n") + 1
+	j := strings.Index(doc[i:], end)
+	if j < 0 {
+		return "", fmt.Errorf("README.md has no %q line", end)
+	}
+	return doc[:i] + body + doc[i+j:], nil
+}
+
+// settingsMarkdown is the table of the settings whose name keep accepts.
+func settingsMarkdown(keep func(name string) bool) string {
+	var s settings
+	bound := bindSettings(&s)
+	var b strings.Builder
+	b.WriteString("| flag | environment | default | meaning |\n| --- | --- | --- | --- |\n")
+	for _, st := range settingsTable {
+		if !keep(st.name) {
+			continue
+		}
+		_, f, _ := bound.lookup(st.name)
+		flagName := "(none)"
+		if st.from&fromFlag != 0 {
+			flagName = "`--" + st.name + "`"
+		}
+		env := "(none)"
+		if st.from&fromEnv != 0 {
+			env = "`" + envName(st.name) + "`"
+		}
+		def := ""
+		if f.DefValue != "" {
+			def = "`" + f.DefValue + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", flagName, env, def, strings.ReplaceAll(st.help, "|", `\|`))
+	}
+	return b.String()
+}

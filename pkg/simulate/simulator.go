@@ -1,0 +1,284 @@
+package simulate
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/status"
+
+	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/service"
+	"github.com/tokengate/tokengate/pkg/store/memory"
+)
+
+// DefaultMaxBuckets is the memory store's bucket cap when Options leave it
+// zero: the same as tokengate serve's --max-buckets.
+const DefaultMaxBuckets = 1_000_000
+
+// Options configure a Simulator.
+type Options struct {
+	// MaxBuckets caps the memory store's buckets [DefaultMaxBuckets]. Past
+	// it the store evicts as it does in service, choosing among sampled
+	// buckets at random, so a trace of more distinct buckets than this is
+	// no longer exactly repeatable.
+	MaxBuckets int
+	// CountBuckets counts decisions per bucket, for Hottest.
+	CountBuckets bool
+	// Follow are buckets (Hottest of an earlier run of the same policy
+	// and trace) whose tokens are recorded second by second in
+	// Result.Buckets.
+	Follow []*Bucket
+}
+
+// Simulator decides requests through tokengate's decision path, the
+// service on a memory store, on a clock that only the requests move. It is
+// not safe for concurrent use: a simulation is one request after another.
+type Simulator struct {
+	pol       *policy.Policy
+	clk       *clock.Fake
+	svc       *service.Service
+	rec       *recorder
+	metrics   *metrics.Metrics // the service's own counts
+	byRule    map[*policy.Rule]*RuleResult
+	byVersion map[*bucket.Version]*policy.Rule
+	result    Result
+	// With CountBuckets: decisions per bucket, by key number, and the
+	// rule of each.
+	counts []int64
+	ruleOf []*policy.Rule
+	// Scratch for count: a descriptor's entries and bucket key.
+	entryBuf []policy.Entry
+	key      []byte
+}
+
+// New returns a Simulator of pol with fresh buckets, at instant 0. It
+// activates pol's versions (policy.Policy.Activate).
+func New(pol *policy.Policy, opts Options) (*Simulator, error) {
+	if opts.MaxBuckets <= 0 {
+		opts.MaxBuckets = DefaultMaxBuckets
+	}
+	pol.Activate()
+	s := &Simulator{
+		pol: pol, clk: new(clock.Fake),
+		byRule: map[*policy.Rule]*RuleResult{}, byVersion: map[*bucket.Version]*policy.Rule{},
+		result: Result{Policy: pol.Name()}, metrics: metrics.New(prometheus.NewRegistry()),
+	}
+	s.rec = &recorder{st: memory.New(memory.Options{MaxBuckets: opts.MaxBuckets, Clock: s.clk})}
+	switch {
+	case len(opts.Follow) > 0:
+		s.rec.keys = make(map[string]int32, len(opts.Follow))
+		for i, b := range opts.Follow {
+			s.rec.keys[b.key] = int32(i)
+			s.result.Buckets = append(s.result.Buckets, &Bucket{Domain: b.Domain, Rule: b.Rule, key: b.key})
+		}
+	case opts.CountBuckets:
+		s.rec.keys, s.rec.grow = map[string]int32{}, true
+	}
+	order := 0
+	for _, d := range pol.Domains() {
+		for _, r := range pol.Rules(d) {
+			s.byRule[r] = &RuleResult{Domain: d, Rule: r.Name, Shadow: r.Shadow, FirstDry: -1, order: order}
+			order++
+			if !r.Unlimited {
+				s.byVersion[r.Version] = r
+			}
+		}
+	}
+	svc, err := service.New(service.Options{
+		Policy: func() *policy.Policy { return pol }, Store: s.rec, StoreName: "memory",
+		Metrics: s.metrics, Clock: s.clk,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.svc = svc
+	return s, nil
+}
+
+// Decide decides req at its instant and counts the answer. The clock only
+// moves forward: a request before the last one is decided at the last
+// one's instant. A request the service refuses outright (InvalidArgument:
+// an empty domain, too many descriptors or entries) is an error, the
+// service's reason, and nothing is counted.
+func (s *Simulator) Decide(ctx context.Context, req *Request) error {
+	at := max(req.At, s.clk.Now())
+	s.clk.Set(at)
+	s.rec.reset()
+	d, err := s.svc.Decide(ctx, req.Domain, req.Descriptors, 0)
+	if err != nil {
+		return errors.New(status.Convert(err).Message())
+	}
+	s.count(at, req, d)
+	return nil
+}
+
+// count tallies one decision per descriptor. The recorder holds the
+// store's answer item by item; the service put one item in its batch per
+// descriptor of a limited rule, in descriptor order, except for a
+// descriptor it refused before asking the store (a cost above max_cost, an
+// over-long value). So walking the descriptors in order, a descriptor
+// whose bucket key is that of the next item of its batch is that item;
+// any other was refused. (Two descriptors with one key are one bucket:
+// which of them is which item changes nothing.)
+func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
+	res := &s.result
+	res.Requests++
+	res.End = at
+	overall := d.Response.OverallCode == rlsv3.RateLimitResponse_OK
+	if !overall {
+		res.OverLimit++
+	}
+	var calls [2]*storeCall // enforced, shadow
+	for i := range s.rec.calls {
+		c := &s.rec.calls[i]
+		if r := s.rule(c); r != nil && r.Shadow {
+			calls[1] = c
+		} else {
+			calls[0] = c
+		}
+	}
+	var next [2]int
+	for i, r := range d.Rules {
+		if r == nil {
+			if !s.isRequestID(req, i) {
+				res.NoRule++
+			}
+			continue
+		}
+		rr := s.byRule[r]
+		if r.Unlimited {
+			rr.add(at, outcomeAllowed)
+			continue
+		}
+		k := 0
+		if r.Shadow {
+			k = 1
+		}
+		c := calls[k]
+		s.key = r.AppendKey(s.key[:0], s.entries(req.Descriptors[i]))
+		if c == nil || next[k] >= len(c.items) || c.items[next[k]].version != r.Version || !c.keyIs(next[k], s.key) {
+			rr.add(at, outcomeRefused)
+			continue
+		}
+		it := &c.items[next[k]]
+		next[k]++
+		o := classify(it, c.out.Allowed && (r.Shadow || overall))
+		rr.add(at, o)
+		if rr.FirstDry < 0 && it.result.Remaining < r.Cost {
+			rr.FirstDry = at
+		}
+		s.bucket(at, it, r, req, i)
+	}
+}
+
+// entries are d's entries as the policy matches them.
+func (s *Simulator) entries(d *ratelimitv3.RateLimitDescriptor) []policy.Entry {
+	s.entryBuf = s.entryBuf[:0]
+	for _, e := range d.Entries {
+		s.entryBuf = append(s.entryBuf, policy.Entry{Key: e.Key, Value: e.Value})
+	}
+	return s.entryBuf
+}
+
+// rule is the rule of a store call's first item: every item of a call is
+// of a rule of the policy, and the items of one call are all shadow or all
+// enforced.
+func (s *Simulator) rule(c *storeCall) *policy.Rule {
+	if len(c.items) == 0 {
+		return nil
+	}
+	return s.byVersion[c.items[0].version]
+}
+
+// classify is one item's outcome; whole says whether its whole request
+// (its batch, and for an enforced rule the answer) was allowed.
+func classify(it *decided, whole bool) outcome {
+	switch {
+	case it.result.Never:
+		return outcomeRefused
+	case !it.result.Allowed:
+		return outcomeRejected
+	case !whole:
+		return outcomeBlocked
+	case it.cost < 0:
+		return outcomeRefund
+	}
+	return outcomeAllowed
+}
+
+// isRequestID says whether descriptor i is the request id, which has no
+// rule and is no descriptor no rule matched.
+func (s *Simulator) isRequestID(req *Request, i int) bool {
+	k := s.pol.RequestIDKey()
+	e := req.Descriptors[i].Entries
+	return k != "" && len(e) == 1 && e[0].Key == k
+}
+
+// bucket counts a decision of a bucket, or records the tokens of a
+// followed one.
+func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, i int) {
+	switch {
+	case it.key < 0:
+	case s.rec.grow:
+		if int(it.key) == len(s.counts) {
+			s.counts, s.ruleOf = append(s.counts, 0), append(s.ruleOf, r)
+		}
+		s.counts[it.key]++
+	default:
+		b := s.result.Buckets[it.key]
+		b.Decisions++
+		if b.Label == "" {
+			b.Label = label(r, req.Descriptors[i].Entries)
+		}
+		b.Tokens = addMin(b.Tokens, at, it.result.Remaining)
+	}
+}
+
+// Hottest returns the n buckets with the most decisions (CountBuckets),
+// most first, ties by key, to follow in another run.
+func (s *Simulator) Hottest(n int) []*Bucket {
+	ids := make([]int32, len(s.counts))
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	slices.SortFunc(ids, func(a, b int32) int {
+		if c := cmp.Compare(s.counts[b], s.counts[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(s.rec.names[a], s.rec.names[b])
+	})
+	out := make([]*Bucket, 0, min(n, len(ids)))
+	for _, id := range ids[:min(n, len(ids))] {
+		r := s.ruleOf[id]
+		out = append(out, &Bucket{Domain: r.Domain, Rule: r.Name, Decisions: s.counts[id], key: s.rec.names[id]})
+	}
+	return out
+}
+
+// Result returns what the requests decided so far: the rules that decided
+// at least one descriptor, by domain and then in file order.
+func (s *Simulator) Result() *Result {
+	res := s.result
+	res.Rules = nil
+	for _, rr := range s.byRule {
+		if rr.decisions() > 0 {
+			c := *rr
+			c.Series = slices.Clone(rr.Series)
+			res.Rules = append(res.Rules, &c)
+		}
+	}
+	slices.SortFunc(res.Rules, func(a, b *RuleResult) int { return a.order - b.order })
+	return &res
+}

@@ -1,0 +1,181 @@
+package redis
+
+// Ambiguous timeouts: a request whose call was sent and not answered
+// within its deadline may still be decided by Redis, charging buckets for
+// a request the service answered without the store (on_store_error). Its
+// error is an *ambiguous (store.Ambiguous), and the service tells it,
+// with Resolve, whether the request went through on that answer.
+//
+// The call itself goes on for lateWait past its batch's latest deadline
+// (batch.go), so its answer usually arrives; without it, a request with an
+// id reads the answer recorded under the id. Then:
+//
+//   - the call did not charge (rejected, a replay, or never run): nothing
+//     to do ("uncharged");
+//   - it charged and the request went through: the charge is right
+//     ("kept");
+//   - it charged and the request was refused: the charge is refunded, in
+//     one settle call that adds each bucket's cost back (capped at
+//     capacity, which is exactly the balance had it never been charged),
+//     and a request id's answer is released so that a retry is decided
+//     afresh ("refunded", or "refund_failed" when that call fails);
+//   - no answer and no id: the charge, if any, stays ("unknown"; the
+//     client may also have closed the connection, and Redis dropped the
+//     call unrun).
+//
+// What remains: requests decided between the late charge and its refund
+// see the bucket short by that cost (at most the cost of the ambiguous
+// requests, for at most lateWait plus a round trip); an "unknown" charge
+// stays; a refund request (negative cost) that was applied late is not
+// undone; and a request id whose answer was recorded by an earlier call
+// (a retry whose own call never ran) is taken for this call's, refunding
+// that earlier charge, or one whose call is still queued in Redis on
+// another connection is read before it runs. Cluster clients (no batching) send calls in the
+// request's own deadline: their timeouts are counted, never reconciled.
+// tokengate_redis_ambiguous_total counts each outcome.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/tokengate/tokengate/pkg/store"
+)
+
+// lateWait is how long a call goes on past its requests' deadlines.
+const lateWait = 250 * time.Millisecond
+
+// ambiguous is the error of a request whose call was out at its deadline.
+type ambiguous struct {
+	err  error
+	s    *Store
+	call *queued
+	now  string     // the call's instant
+	tags [][16]byte // of the request's buckets
+	// keys and items are the request's bucket keys (then its id's key)
+	// and, per bucket key, its cost and rate period.
+	keys  []string
+	items []lateItem
+	id    bool
+	once  sync.Once
+}
+
+type lateItem struct{ cost, per int64 }
+
+var _ store.Ambiguous = (*ambiguous)(nil)
+
+func (s *Store) ambiguous(err error, call *queued, req *store.Request, tags [][16]byte, keys []string, now string) *ambiguous {
+	items := make([]lateItem, len(req.Items))
+	for i := range req.Items {
+		items[i] = lateItem{req.Items[i].Cost, int64(req.Items[i].Version.Params.Rate().Per())}
+	}
+	return &ambiguous{err: err, s: s, call: call, now: now, tags: tags, keys: keys, items: items, id: req.ID != ""}
+}
+
+func (a *ambiguous) Error() string { return a.err.Error() }
+func (a *ambiguous) Unwrap() error { return a.err }
+
+// Resolve implements store.Ambiguous: it waits, in the background, for the
+// call's answer and refunds a charge of a request that did not pass.
+func (a *ambiguous) Resolve(passed bool) {
+	a.once.Do(func() {
+		go func() {
+			<-a.call.done
+			a.s.metrics.ambiguous.WithLabelValues(a.settle(passed)).Inc()
+		}()
+	})
+}
+
+func (a *ambiguous) settle(passed bool) string {
+	charged, known := a.charged()
+	switch {
+	case !known:
+		return "unknown"
+	case !charged:
+		return "uncharged"
+	case passed:
+		return "kept"
+	}
+	if err := a.refund(); err != nil {
+		a.s.opts.Logger.Warn("redis: refund of a request charged after its timeout failed; the charge stays", slog.String("error", err.Error()))
+		return "refund_failed"
+	}
+	return "refunded"
+}
+
+// charged reports whether the call charged the request, and whether that
+// is known: from the call's answer, else from the request id's record.
+func (a *ambiguous) charged() (charged, known bool) {
+	if a.call.err == nil {
+		r, err := decodeReply(a.call.reply, make([]itemRecord, len(a.items)))
+		if err == nil {
+			return r.kind == kindDecided && r.allowed, true
+		}
+	}
+	if !a.id {
+		return false, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.s.opts.Timeout)
+	defer cancel()
+	c := a.s.client
+	rec, err := c.Do(ctx, c.B().Hget().Key(a.keys[len(a.keys)-1]).Field(idFieldRecord).Build()).ToString()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return false, true // no answer recorded: the call never ran
+	case err != nil || rec == idPending:
+		return false, false
+	}
+	allowed, err := parseRecord(rec, make([]store.Result, len(a.items)))
+	return allowed, err == nil
+}
+
+// refund adds every charged bucket's cost back and releases the request
+// id's answer, in one settle call.
+func (a *ambiguous) refund() error {
+	units := map[string]*big.Int{}
+	var keys []string
+	per := map[string]int64{}
+	for i, it := range a.items {
+		if it.cost <= 0 {
+			continue
+		}
+		k := a.keys[i]
+		if units[k] == nil {
+			units[k], per[k] = new(big.Int), it.per
+			keys = append(keys, k)
+		}
+		units[k].Add(units[k], new(big.Int).Mul(big.NewInt(it.cost), big.NewInt(it.per)))
+	}
+	entries := make([]string, 0, settleArgs*len(keys))
+	for _, k := range keys {
+		entries = append(entries, units[k].String(), strconv.FormatInt(per[k], 10), "0")
+	}
+	idMode := idNone
+	if a.id {
+		idMode = idRelease
+		keys = append(keys, a.keys[len(a.keys)-1])
+	}
+	if len(entries) == 0 && idMode == idNone {
+		return nil
+	}
+	args := a.s.header(make([]string, 0, headerArgs+len(entries)), opSettle, a.now, idMode, len(entries)/settleArgs, "")
+	ctx, cancel := context.WithTimeout(context.Background(), a.s.opts.Timeout)
+	defer cancel()
+	msgs, err := a.s.call(ctx, keys, append(args, entries...))
+	if err == nil {
+		_, err = a.s.decodeReply(msgs, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("redis: refund %d buckets: %w", len(entries)/settleArgs, err)
+	}
+	if a.s.deny != nil {
+		a.s.deny.forget(a.tags)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/storetest"
+)
+
+// TestAmbiguousTimeouts: Redis paused while a request's call is out, the
+// request times out (an ambiguous error), and the call is decided when
+// Redis resumes. Resolved as refused, the charge is refunded (a request id
+// is released, so a retry is decided afresh); resolved as through, it
+// stays. With Redis paused past the late wait the answer is lost: without
+// an id it is unknown whether the call charged, with one the recorded
+// answer is read and refunded.
+func TestAmbiguousTimeouts(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	v := storetest.Version(t, 1, 10, "1/h")
+	for i, tc := range []struct {
+		name    string
+		pause   time.Duration
+		id      string
+		passed  bool
+		outcome string
+		left    int64 // tokens after the resolution
+	}{
+		{"refused: refunded", 120 * time.Millisecond, "", false, "refunded", 10},
+		{"through: kept", 120 * time.Millisecond, "", true, "kept", 6},
+		{"refused, with an id: refunded and released", 120 * time.Millisecond, "req-1", false, "refunded", 10},
+		// Unknown it is: the client drops a connection whose command timed
+		// out, and Redis what that connection had sent, or it ran the call.
+		{"answer lost: unknown", lateWait + 300*time.Millisecond, "", false, "unknown", -1},
+		{"answer lost, with an id: the record says", lateWait + 300*time.Millisecond, "req-2", false, "refunded", 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			s := newStore(t, c, Options{Registerer: reg, KeyPrefix: "amb" + strconv.Itoa(i) + ":"})
+			decide := func(ctx context.Context, cost int64) (store.Outcome, int64, error) {
+				res := make([]store.Result, 1)
+				out, err := s.Decide(ctx, &store.Request{ID: tc.id, Items: []store.Item{{Key: "k", Version: v, Cost: cost}}}, res)
+				return out, res[0].Remaining, err
+			}
+			if _, _, err := decide(context.Background(), 0); err != nil { // the clock anchored, the library loaded
+				t.Fatal(err)
+			}
+			paused := time.Now()
+			if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", strconv.FormatInt(tc.pause.Milliseconds(), 10), "ALL"); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+			defer cancel()
+			_, _, err := decide(ctx, 4)
+			var amb store.Ambiguous
+			if !errors.As(err, &amb) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("a call out when its deadline passed: %v, want an ambiguous timeout", err)
+			}
+			amb.Resolve(tc.passed)
+			amb.Resolve(!tc.passed) // only the first counts
+			counter := s.metrics.ambiguous.WithLabelValues(tc.outcome)
+			for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(counter) == 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no %s resolution", tc.outcome)
+				}
+			}
+			time.Sleep(20 * time.Millisecond) // a second resolution would be counted by now
+			for _, o := range []string{"uncharged", "kept", "refunded", "refund_failed", "unknown"} {
+				want := 0.0
+				if o == tc.outcome {
+					want = 1
+				}
+				if n := testutil.ToFloat64(s.metrics.ambiguous.WithLabelValues(o)); n != want {
+					t.Errorf("outcome %s counted %v, want %v", o, n, want)
+				}
+			}
+			// The client's connections are not ordered among each other:
+			// read once Redis has run what it held.
+			time.Sleep(time.Until(paused.Add(tc.pause + 50*time.Millisecond)))
+			out, left, err := decide(context.Background(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.id != "" && tc.outcome == "refunded" {
+				// A retry of the refunded request is decided, not replayed.
+				if out.Replayed || left != tc.left {
+					t.Errorf("retry of the refunded id: replayed %v, %d tokens, want decided with %d", out.Replayed, left, tc.left)
+				}
+				return
+			}
+			if left != tc.left && !(tc.left == -1 && (left == 6 || left == 10)) {
+				t.Errorf("%d tokens after the resolution, want %d", left, tc.left)
+			}
+		})
+	}
+}

@@ -1,0 +1,234 @@
+package redis
+
+// Batching: the calls of concurrent requests go to Redis together, as one
+// FCALL that runs each request's call in turn (lua/ops.lua, batchop).
+//
+// A Redis function call has a fixed cost (the call, its argument tables,
+// its reply) that is a large part of a one-bucket decision's; under load a
+// replica has many requests in flight at once, and each paid it. Now at
+// most MaxInFlight calls of one Store are in flight (within their
+// requests' deadlines): a request that finds
+// a free place is sent at once, alone (no delay when the replica is not
+// busy); the others queue, and when a call returns, the queue goes as the
+// next call, up to MaxItems buckets. Each request is still decided on its
+// own, all or nothing, at its own instant, exactly as alone: a batch only
+// shares the call. One request's script error fails that request only
+// (the script runs each under pcall).
+//
+// A queued request whose context ends before its batch is sent leaves the
+// queue with nothing decided; one whose context ends once sent is
+// ambiguous (it may yet be charged), and its call goes on for lateWait
+// past the latest deadline of its batch so that its answer can settle the
+// question (ambiguous.go). No request's cancellation cancels a call.
+//
+// Cluster clients do not batch: the keys of two requests rarely share a
+// hash slot, and a call may only touch one.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// errQueued: a request's context ended while it waited for a batch; it
+// was never sent, so nothing was decided.
+var errQueued = errors.New("not sent: queued behind the calls in flight")
+
+// errLate: a request's context ended while its call was out; the call
+// may yet be decided (ambiguous.go).
+var errLate = errors.New("sent, not answered in time")
+
+// BatchOptions tune batching; zero fields take the defaults in brackets.
+type BatchOptions struct {
+	// MaxInFlight is the most calls of this Store in flight at once [2];
+	// below zero, batching is off (every request its own call).
+	MaxInFlight int
+	// MaxItems is the most buckets in one batch [128]: a batch holds Redis
+	// for its buckets' time (a few µs each), during which other replicas'
+	// calls wait.
+	MaxItems int
+}
+
+func (o *BatchOptions) defaults() {
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 2
+	}
+	if o.MaxItems <= 0 {
+		o.MaxItems = 128
+	}
+}
+
+// batcher queues requests' calls while MaxInFlight calls are out.
+type batcher struct {
+	s        *Store
+	opts     BatchOptions
+	mu       sync.Mutex
+	inFlight int
+	queue    []*queued
+}
+
+// queued is one request's call, queued or in a batch.
+type queued struct {
+	keys, args []string
+	deadline   time.Time
+	done       chan struct{}
+	reply      []rueidis.RedisMessage
+	err        error
+	taken      bool // in a batch (under batcher.mu)
+}
+
+func newBatcher(s *Store, o BatchOptions) *batcher {
+	o.defaults()
+	if o.MaxInFlight < 0 || s.cluster {
+		return nil
+	}
+	return &batcher{s: s, opts: o}
+}
+
+// do runs one request's call, in a batch when others are in flight. A
+// call is always sent by a goroutine of its own (send), so that a request
+// whose context ends returns then, while its call may still be answered:
+// on errLate the call is out and queued.done closes when its answer (or
+// the end of the wait for it) is in.
+func (b *batcher) do(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, *queued, error) {
+	dl, _ := ctx.Deadline()
+	w := &queued{keys: keys, args: args, deadline: dl, done: make(chan struct{})}
+	b.mu.Lock()
+	if b.inFlight < b.opts.MaxInFlight {
+		b.inFlight++
+		w.taken = true
+		b.mu.Unlock()
+		go b.send([]*queued{w})
+	} else {
+		b.queue = append(b.queue, w)
+		b.mu.Unlock()
+	}
+	select {
+	case <-w.done:
+		return w.reply, w, w.err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !w.taken {
+		for i, q := range b.queue {
+			if q == w {
+				b.queue = append(b.queue[:i], b.queue[i+1:]...)
+				break
+			}
+		}
+		return nil, nil, fmt.Errorf("%w: %w", errQueued, ctx.Err())
+	}
+	return nil, w, fmt.Errorf("%w: %w", errLate, ctx.Err())
+}
+
+// next sends the queue, if any, as the next call, else frees the place
+// of the call that just returned.
+func (b *batcher) next() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) == 0 {
+		b.inFlight--
+		return
+	}
+	batch := b.take()
+	go b.send(batch)
+}
+
+// take removes the batch from the front of the queue (under mu): at least
+// one call, at most MaxItems buckets.
+func (b *batcher) take() []*queued {
+	n, items := 0, 0
+	for n < len(b.queue) {
+		k := len(b.queue[n].keys)
+		if n > 0 && items+k > b.opts.MaxItems {
+			break
+		}
+		items += k
+		n++
+	}
+	batch := make([]*queued, n)
+	copy(batch, b.queue)
+	for _, w := range batch {
+		w.taken = true
+	}
+	b.queue = append(b.queue[:0], b.queue[n:]...)
+	return batch
+}
+
+// send runs a batch's calls as one and hands each its reply.
+func (b *batcher) send(batch []*queued) {
+	var dl time.Time
+	for _, w := range batch {
+		if w.deadline.After(dl) {
+			dl = w.deadline
+		}
+	}
+	if dl.IsZero() {
+		dl = time.Now().Add(b.s.opts.Timeout)
+	}
+	// The call's place in flight is freed when it returns or, if sooner,
+	// at its requests' deadline: the queue goes on, and new calls tell the
+	// breaker whether Redis answers, while this one waits lateWait more
+	// for an answer that says whether it charged (ambiguous.go).
+	var once sync.Once
+	free := func() { once.Do(b.next) }
+	late := time.AfterFunc(time.Until(dl), free)
+	defer func() {
+		late.Stop()
+		free()
+	}()
+	ctx, cancel := context.WithDeadline(context.Background(), dl.Add(lateWait))
+	defer cancel()
+	if len(batch) == 1 {
+		w := batch[0]
+		w.reply, w.err = b.s.call(ctx, w.keys, w.args)
+		close(w.done)
+		return
+	}
+	b.s.metrics.batches.Inc()
+	b.s.metrics.batched.Add(float64(len(batch)))
+	keys, args := batchArgs(batch)
+	msgs, err := b.s.call(ctx, keys, args)
+	if err == nil && len(msgs) != len(batch) {
+		err = fmt.Errorf("redis: batch of %d calls answered %d replies", len(batch), len(msgs))
+	}
+	for i, w := range batch {
+		if err != nil {
+			w.err = err
+		} else {
+			w.reply, w.err = msgs[i].ToArray()
+			var re *rueidis.RedisError
+			if errors.As(w.err, &re) {
+				w.err = fmt.Errorf("redis: %w", re)
+			}
+		}
+		close(w.done)
+	}
+}
+
+// batchArgs lays out a batch's calls as one (contract.go: batch
+// arguments): their keys concatenated, and their arguments after the
+// batch header of each call's key and argument counts.
+func batchArgs(batch []*queued) (keys, args []string) {
+	nk, na := 0, batchHead+2*len(batch)
+	for _, w := range batch {
+		nk += len(w.keys)
+		na += len(w.args)
+	}
+	keys, args = make([]string, 0, nk), make([]string, 0, na)
+	args = append(args, opBatch, strconv.Itoa(len(batch)))
+	for _, w := range batch {
+		keys = append(keys, w.keys...)
+		args = append(args, strconv.Itoa(len(w.keys)), strconv.Itoa(len(w.args)))
+	}
+	for _, w := range batch {
+		args = append(args, w.args...)
+	}
+	return keys, args
+}

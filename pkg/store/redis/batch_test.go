@@ -1,0 +1,184 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/storetest"
+)
+
+// TestBatchesDecideExactly: 64 callers at once, each request a shared hot
+// bucket and the caller's own, share calls (batches happen, and Redis
+// counts exactly one call per batch or lone request), and every request is
+// still decided on its own, all or nothing: the hot bucket's 1000 tokens go
+// to exactly 1000 requests, and each caller's own bucket is charged exactly
+// for its allowed requests.
+func TestBatchesDecideExactly(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	s := newStore(t, newClient(t, srv.Addr()), Options{Registerer: reg, DenyCacheBytes: -1})
+	v := storetest.Version(t, 1, 1000, "1/h")
+	const callers, each = 64, 40
+	allowed := make([]int, callers)
+	// The first call loads the library: count from the second.
+	if _, err := s.Decide(context.Background(), &store.Request{Items: []store.Item{{Key: "warm", Version: v, Cost: 1}}}, make([]store.Result, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	before := commandStatsFull(t, srv.Addr())["fcall"][0]
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			own := "own-" + strconv.Itoa(g)
+			for range each {
+				req := &store.Request{Items: []store.Item{{Key: "hot", Version: v, Cost: 1}, {Key: own, Version: v, Cost: 1}}}
+				res := make([]store.Result, 2)
+				out, err := s.Decide(context.Background(), req, res)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if out.Allowed {
+					allowed[g]++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for g := range callers {
+		total += allowed[g]
+		res := make([]store.Result, 1)
+		check := &store.Request{Items: []store.Item{{Key: "own-" + strconv.Itoa(g), Version: v, Cost: 0}}}
+		if _, err := s.Decide(context.Background(), check, res); err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(1000 - allowed[g]); res[0].Remaining != want {
+			t.Errorf("caller %d: own bucket holds %d tokens after %d allowed requests, want %d", g, res[0].Remaining, allowed[g], want)
+		}
+	}
+	if total != 1000 {
+		t.Errorf("the hot bucket's 1000 tokens went to %d requests", total)
+	}
+	calls := commandStatsFull(t, srv.Addr())["fcall"][0] - before
+	batches, batched := testutil.ToFloat64(s.metrics.batches), testutil.ToFloat64(s.metrics.batched)
+	requests := float64(callers*each + callers)
+	if batches == 0 {
+		t.Fatalf("%v requests from %d callers at once made no batch", requests, callers)
+	}
+	if want := requests - batched + batches; float64(calls) != want {
+		t.Errorf("Redis ran %d calls; %v requests, %v of them in %v batches, make %v", calls, requests, batched, batches, want)
+	}
+	t.Logf("%v requests in %d calls (%v batches, %.1f requests each)", requests, calls, batches, batched/batches)
+}
+
+// TestBatchCallErrorsStayTheirs: a call of a batch that fails (an error
+// reply, or a Lua error the script catches) fails alone; the others in the
+// batch are decided.
+func TestBatchCallErrorsStayTheirs(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv.Addr()), Options{DenyCacheBytes: -1})
+	v := storetest.Version(t, 1, 10, "1/s")
+	good := func(key string) *queued {
+		req := &store.Request{Items: []store.Item{{Key: key, Version: v, Cost: 3}}}
+		now, err := s.instant(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, args := s.decideArgs(req, []string{tag(key)}, now)
+		return &queued{keys: keys, args: args, done: make(chan struct{})}
+	}
+	unknownOp := good("k")
+	unknownOp.args[argOp-1] = "x"
+	luaError := good("c")
+	luaError.args[argItems-1] = "not a number"
+	batch := []*queued{good("a"), unknownOp, good("b"), luaError}
+	s.batch.inFlight = 1 // send frees a place when done
+	s.batch.send(batch)
+	for i, w := range batch {
+		<-w.done
+		switch i {
+		case 1, 3:
+			if w.err == nil {
+				t.Errorf("call %d: no error", i)
+			}
+			continue
+		}
+		if w.err != nil {
+			t.Fatalf("call %d: %v", i, w.err)
+		}
+		items := make([]itemRecord, 1)
+		r, err := decodeReply(w.reply, items)
+		if err != nil || !r.allowed || items[0].res.Remaining != 7 {
+			t.Errorf("call %d: allowed %v, remaining %d, %v; want allowed with 7 left", i, r.allowed, items[0].res.Remaining, err)
+		}
+	}
+	if !strings.Contains(unknownOp.err.Error(), "unknown operation") {
+		t.Errorf("unknown operation answered %v", unknownOp.err)
+	}
+}
+
+// TestQueuedPastDeadlineIsNotSent: with the one place in flight held (Redis
+// paused), a request whose deadline passes while queued fails as never
+// sent (errQueued, not a breaker failure) and nothing of it is charged.
+func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	s := newStore(t, newClient(t, srv.Addr()), Options{Registerer: reg, DenyCacheBytes: -1, Batch: BatchOptions{MaxInFlight: 1}})
+	v := storetest.Version(t, 1, 10, "1/h")
+	decide := func(ctx context.Context, key string) error {
+		_, err := s.Decide(ctx, &store.Request{Items: []store.Item{{Key: key, Version: v, Cost: 4}}}, make([]store.Result, 1))
+		return err
+	}
+	// The shared clock anchored and the library loaded first: only the
+	// decision itself waits for Redis below.
+	if err := decide(context.Background(), "warm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", "400", "ALL"); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- decide(context.Background(), "held") }()
+	for s.batch.inFlightNow() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := decide(ctx, "queued")
+	if !errors.Is(err, errQueued) {
+		t.Fatalf("queued past its deadline: %v, want errQueued", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the call in flight: %v", err)
+	}
+	if n := testutil.ToFloat64(s.metrics.errors.WithLabelValues("queued")); n != 1 {
+		t.Errorf("queued errors counted %v, want 1", n)
+	}
+	if s.breaker.fails != 0 {
+		t.Errorf("the breaker counted %d failures", s.breaker.fails)
+	}
+	if out, err := redistest.Do(srv.Addr(), "EXISTS", s.bucketKey(tag("queued"))); err != nil || out != "0" {
+		t.Errorf("the queued request's bucket exists (%q, %v): it was charged", out, err)
+	}
+	if out, err := redistest.Do(srv.Addr(), "EXISTS", s.bucketKey(tag("held"))); err != nil || out != "1" {
+		t.Errorf("the held request's bucket: EXISTS %q, %v", out, err)
+	}
+}
+
+func (b *batcher) inFlightNow() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inFlight
+}
