@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,5 +57,46 @@ func TestValidateAndExplainReferenceDirectory(t *testing.T) {
 	stderr.Reset()
 	if code := run([]string{"validate", dir}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), filepath.Join(dir, "bad.yaml")+`:4: domain "bad": rate_limit: k: invalid rate limit unit`) {
 		t.Fatalf("validate a bad directory: exit %d, %q", code, stderr.String())
+	}
+}
+
+// simulate reads a reference directory too: replayed side by side with
+// its import, every request gets the same answer.
+func TestSimulateReferenceAgainstImport(t *testing.T) {
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "config")
+	os.Mkdir(ref, 0o755)
+	data, err := os.ReadFile(refExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ref, "example.yaml"), data, 0o644)
+	native, trace := filepath.Join(dir, "native.yaml"), filepath.Join(dir, "trace.csv")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"import", "-o", native, ref}, &stdout, &stderr); code != 0 {
+		t.Fatalf("import: exit %d, %s", code, stderr.String())
+	}
+	lines := "t,domain,entries,hits\n"
+	for i := range 4 {
+		lines += fmt.Sprintf("%d,rl,foo=a;bar=bkthomps|source_cluster=proxy;destination_cluster=bkthomps,\n%d.25,rl,foo=a;bar=banned,\n%d.5,rl,service=service_1|service=service_2,\n%d.75,rl,foo=a;baz=shady,\n", i, i, i, i)
+	}
+	os.WriteFile(trace, []byte(lines), 0o644)
+	stdout.Reset()
+	if code := run([]string{"simulate", "--policy", ref, "--compare", native, "--trace", trace, "--format", "json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("simulate: exit %d, %s", code, stderr.String())
+	}
+	var got struct {
+		Requests int `json:"requests"`
+		Over     int `json:"over_limit"`
+		Compare  struct {
+			Requests int `json:"requests"`
+			Over     int `json:"over_limit"`
+		} `json:"compare"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	if got.Requests != 16 || got.Over == 0 || got.Over != got.Compare.Over || got.Compare.Requests != 16 {
+		t.Fatalf("reference %d requests, %d over; import %d, %d\n%s", got.Requests, got.Over, got.Compare.Requests, got.Compare.Over, stdout.String())
 	}
 }
