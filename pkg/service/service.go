@@ -128,7 +128,7 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	for i := range rules {
 		rules[i] = sc.descs[i].rule
 	}
-	resp := sc.respond(domain, table, s.opts.Metrics)
+	resp := sc.respond(domain, descriptors, table, s.opts.Metrics)
 	// A store call that timed out may have charged: tell the store whether
 	// the request went through on on_store_error's answer (a shadow rule's
 	// charge stands, as it does when the store answers).
