@@ -47,7 +47,7 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, re
 	)
 	vs := dec.Verdicts
 	limited := func(v *service.Verdict) bool {
-		return v.Rule != nil && !v.Rule.Unlimited && !v.Rule.Shadow
+		return v.Rule != nil && v.Rule.HasBucket() && !v.Rule.Shadow
 	}
 	for part := range spans {
 		spans[part][0] = len(buf)

@@ -2,9 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
-
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -92,23 +89,4 @@ func (sc *scratch) fallbackAllows(ds *desc) bool {
 		return ok && r.Allowed
 	}
 	return false
-}
-
-// resolveAmbiguous tells a store call that timed out, and so may have
-// charged, whether the request went through on on_store_error's answer (a
-// shadow rule's charge stands, as it does when the store answers). Without
-// an error it costs nothing: the errors.As target is only made then.
-func (sc *scratch) resolveAmbiguous(resp *rlsv3.RateLimitResponse) {
-	if err := sc.enforced.err; err != nil {
-		var amb store.Ambiguous
-		if errors.As(err, &amb) {
-			amb.Resolve(resp.OverallCode == rlsv3.RateLimitResponse_OK)
-		}
-	}
-	if err := sc.shadow.err; err != nil {
-		var amb store.Ambiguous
-		if errors.As(err, &amb) {
-			amb.Resolve(true)
-		}
-	}
 }

@@ -30,6 +30,7 @@ func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse
 		over, degraded bool
 		retry          time.Duration // the longest wait of an over-limit descriptor
 		reason         string
+		quota          quotaTally
 	)
 	for i := range vs {
 		v := &vs[i]
@@ -41,12 +42,26 @@ func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse
 			setDuration(&durations[i], int64(v.Reset))
 			st.DurationUntilReset = &durations[i]
 		}
+		if v.quota {
+			quota.total++
+		}
 		if v.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			over = true
-			reason = cmp.Or(reason, v.Reason)
-			retry = max(retry, v.Retry)
+			if v.quota {
+				quota.over++
+				quota.reason, quota.retry = cmp.Or(quota.reason, v.Reason), max(quota.retry, v.Retry)
+			} else {
+				over = true
+				reason, retry = cmp.Or(reason, v.Reason), max(retry, v.Retry)
+			}
 		}
 		degraded = degraded || v.Degraded()
+	}
+	// Every quota descriptor over the limit refuses the request; so does a
+	// decision that charged nothing (a bucket drained since the check).
+	refusedByStore := len(sc.enforced.req.Items) > 0 && sc.enforced.err == nil && !sc.enforced.out.Allowed
+	if quota.total > 0 && (quota.over == quota.total || refusedByStore) {
+		over = true
+		reason, retry = cmp.Or(reason, quota.reason), max(retry, quota.retry)
 	}
 	if top < 0 {
 		return resp // neither over the limit nor degraded: no header, no metadata
@@ -65,6 +80,14 @@ func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse
 	}
 	resp.DynamicMetadata = sc.metadata(domain, vs, top, ceilSeconds(int64(retry)), &x.meta)
 	return resp
+}
+
+// quotaTally counts a request's quota descriptors (quota.go) and how many
+// are over the limit, with the reason and wait of those.
+type quotaTally struct {
+	total, over int
+	reason      string
+	retry       time.Duration
 }
 
 // smallResponse holds a whole response of up to 2 descriptors, so that the

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -33,6 +34,9 @@ type ruleInfo struct {
 	fallback     prometheus.Counter
 	storeErrorOK prometheus.Counter
 	storeErrorNo prometheus.Counter // answered OVER_LIMIT
+	// byDescriptor: the rule's decisions are also counted by descriptor
+	// (policy.Rule.DescriptorMetric, bounded by metrics.CountDescriptor).
+	byDescriptor bool
 	// The rule's name and domain as dynamic metadata values (metadata.go),
 	// shared by every response: read only.
 	metaRule, metaDomain *structpb.Value
@@ -53,13 +57,12 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 	for _, d := range pol.Domains() {
 		t.noRule[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultNoRule)
 		for _, r := range pol.Rules(d) {
-			info := &ruleInfo{limit: &rlsv3.RateLimitResponse_RateLimit{Name: r.Name},
+			info := &ruleInfo{limit: currentLimit(r), byDescriptor: r.DescriptorMetric(),
 				metaRule: structpb.NewStringValue(r.Name), metaDomain: structpb.NewStringValue(d)}
 			for _, res := range []Result{ResultOK, ResultOverLimit, ResultRefused, ResultShadowOverLimit, ResultStoreError} {
 				info.result[res] = m.Decisions.WithLabelValues(d, r.Name, res.String())
 			}
-			if !r.Unlimited {
-				info.limit.RequestsPerUnit, info.limit.Unit = envoyRate(r.Version.Params.Rate())
+			if r.HasBucket() {
 				info.capacity = float64(r.Version.Params.Capacity())
 				info.remaining = m.Remaining.WithLabelValues(d, r.Name)
 				mode := r.OnStoreError.String()
@@ -75,8 +78,9 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 	return t
 }
 
-// count records the verdicts of a request of domain in the metrics.
-func (t *ruleTable) count(domain string, vs []Verdict, m *metrics.Metrics) {
+// count records the verdicts of a request of domain in the metrics; a
+// rule that asks is counted by descriptor too.
+func (sc *scratch) count(t *ruleTable, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, vs []Verdict, m *metrics.Metrics) {
 	for i := range vs {
 		v := &vs[i]
 		switch v.Result {
@@ -94,7 +98,24 @@ func (t *ruleTable) count(domain string, vs []Verdict, m *metrics.Metrics) {
 			info.countStoreError(v.Code)
 		}
 		info.result[v.Result].Inc()
+		if info.byDescriptor && !v.Rule.Unlimited {
+			m.CountDescriptor(domain, v.Rule.Name, v.Rule.MetricLabel(sc.entriesOf(descriptors[i])), v.Result.String())
+		}
 	}
+}
+
+// currentLimit is what the rule's statuses say in current_limit: the
+// file's requests_per_unit and unit when it gave them, else the refill rate
+// in the closest Envoy unit.
+func currentLimit(r *policy.Rule) *rlsv3.RateLimitResponse_RateLimit {
+	l := &rlsv3.RateLimitResponse_RateLimit{Name: r.Limit.Name}
+	switch {
+	case r.Limit.Given:
+		l.RequestsPerUnit, l.Unit = r.Limit.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(r.Limit.Unit)
+	case r.HasBucket():
+		l.RequestsPerUnit, l.Unit = envoyRate(r.Version.Params.Rate())
+	}
+	return l
 }
 
 // countStoreError counts a descriptor of the rule whose store failed, by

@@ -170,9 +170,13 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	}
 	verdicts := sc.judge(table)
 	resp := sc.respond(domain, verdicts)
-	table.count(domain, verdicts, s.opts.Metrics)
+	sc.count(table, domain, descriptors, verdicts, s.opts.Metrics)
 	s.describe(ctx, now, domain, sc, verdicts, resp, &span)
-	sc.resolveAmbiguous(resp)
+	// A store call that timed out may have charged: tell the store whether
+	// the request went through on on_store_error's answer (a shadow rule's
+	// charge stands, as it does when the store answers).
+	resolve(sc.enforced.err, resp.OverallCode == rlsv3.RateLimitResponse_OK)
+	resolve(sc.shadow.err, true)
 	if f != nil {
 		f(sc.decision(resp))
 		sc.dec = Decision{} // the pool keeps no response alive
@@ -187,6 +191,18 @@ func (s *Service) describe(ctx context.Context, now int64, domain string, sc *sc
 		s.decisions.write(ctx, now, domain, sc, vs)
 	}
 	span.end(domain, s.opts.StoreName, sc, vs, resp)
+}
+
+// resolve tells a store whose call may have charged (store.Ambiguous)
+// whether the request went through.
+func resolve(err error, passed bool) {
+	if err == nil {
+		return // before errors.As: its target would escape, an allocation per request
+	}
+	var amb store.Ambiguous
+	if errors.As(err, &amb) {
+		amb.Resolve(passed)
+	}
 }
 
 // logStoreFailure logs the store's failure of this request, unless a line

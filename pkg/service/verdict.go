@@ -81,6 +81,7 @@ type Verdict struct {
 
 	info    *ruleInfo // Rule's entry in the rule table; nil without a rule
 	counted bool      // Remaining is the store's answer: observed in tokengate_remaining_ratio
+	quota   bool      // a quota descriptor the store decided: it refuses only with the others (quota.go)
 }
 
 // Degraded reports whether the store failed and on_store_error answered.
@@ -90,11 +91,11 @@ func (v *Verdict) Degraded() bool { return v.Result == ResultStoreError }
 // 32 bits, so at most 2^32-1.
 func (v *Verdict) LimitRemaining() uint32 { return uint32(min(max(v.Remaining, 0), 1<<32-1)) }
 
-// Limit is the current_limit of the descriptor's status: the rule's name
-// and its rate in Envoy's units. Shared by every status of the rule: read
-// only. Nil without a rule.
+// Limit is the current_limit of the descriptor's status: the rule's limit
+// name and its rate in Envoy's units. Shared by every status of the rule:
+// read only. Nil without a rule, and for an unlimited one.
 func (v *Verdict) Limit() *rlsv3.RateLimitResponse_RateLimit {
-	if v.info == nil {
+	if v.info == nil || v.Rule.Unlimited {
 		return nil
 	}
 	return v.info.limit
@@ -139,10 +140,16 @@ func (sc *scratch) verdict(i int, t *ruleTable) Verdict {
 	}
 	v.info = t.rules[ds.rule]
 	if ds.rule.Unlimited {
-		v.Result = ResultOK
+		// As envoyproxy/ratelimit answers: no limit, all remaining.
+		v.Result, v.Remaining = ResultOK, 1<<32-1
 		return v
 	}
 	sc.answer(ds, &v)
+	if ds.quotaOver && v.Result == ResultOK {
+		// Checked at cost 0, not charged (quota.go).
+		v.Result, v.Retry = ResultOverLimit, time.Duration(sc.batch(ds.rule).results[ds.item].RetryAfter)
+	}
+	v.quota = ds.isQuota() && sc.enforced.err == nil
 	if v.Result != ResultOK && !(v.Result == ResultStoreError && sc.fallbackAllows(ds)) {
 		v.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}

@@ -122,7 +122,7 @@ func TestWatchStops(t *testing.T) {
 func TestBreakerLogsChanges(t *testing.T) {
 	clk := new(clock.Fake)
 	var logs logBuffer
-	b := newBreaker(BreakerOptions{Failures: 3, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
+	b := newBreaker(BreakerOptions{Failures: 3, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
 		logs.logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
 	fail := errors.New("down")
 	for range 3 {
