@@ -58,13 +58,16 @@ type Verdict struct {
 	Rule   *policy.Rule
 	Result Result
 	// Code is the descriptor's answer: OVER_LIMIT for an enforced rule
-	// over its limit, refused, or denied by on_store_error; else OK.
+	// over its limit, refused, or denied by on_store_error; else OK. A
+	// quota descriptor's OVER_LIMIT refuses the request only with the
+	// request's other quota descriptors (quota.go).
 	Code rlsv3.RateLimitResponse_Code
 	// Cost is what the descriptor asked of its bucket (negative: a
 	// refund); 0 without a bucket.
 	Cost int64
 	// Remaining are the whole tokens the store (or, while it fails, the
-	// local budget) says are left; 0 without an answer.
+	// local budget) says are left; 0 without an answer, 2^32-1 for an
+	// unlimited rule (as envoyproxy/ratelimit answers).
 	Remaining int64
 	// Reset is the time until the bucket is full when allowed, the wait
 	// rounded up to whole seconds when denied; HasReset is false when no
