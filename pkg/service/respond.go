@@ -100,18 +100,22 @@ type smallResponse struct {
 }
 
 // limitedParts are what an answer that limited or degraded a descriptor
-// adds: at most two headers (a reason or a retry-after, and the degraded
-// mark) and the dynamic metadata.
+// adds: its headers (a reason or a retry-after, and the degraded mark: room
+// for the first, which is all but a degraded refusal needs) and the
+// dynamic metadata.
 type limitedParts struct {
-	headers [2]corev3.HeaderValue
-	ptrs    [2]*corev3.HeaderValue
-	meta    metaBlock
+	header corev3.HeaderValue
+	ptrs   [2]*corev3.HeaderValue
+	meta   metaBlock
 }
 
 func (x *limitedParts) addHeader(resp *rlsv3.RateLimitResponse, key, value string) {
-	n := len(resp.ResponseHeadersToAdd)
-	x.headers[n] = corev3.HeaderValue{Key: key, Value: value}
-	resp.ResponseHeadersToAdd = append(x.ptrs[:n], &x.headers[n])
+	h := &x.header
+	if n := len(resp.ResponseHeadersToAdd); n > 0 {
+		h = new(corev3.HeaderValue)
+	}
+	h.Key, h.Value = key, value
+	resp.ResponseHeadersToAdd = append(x.ptrs[:len(resp.ResponseHeadersToAdd)], h)
 }
 
 // newResponse returns an OK response whose n statuses point into statuses,
