@@ -25,6 +25,10 @@
 // activated, so a request sees exactly one policy: whatever Current
 // returned when it started.
 //
+// An Optional watcher (the candidate policy) starts whatever the file
+// holds, and its file's removal unloads the policy: Current is nil until
+// the file is back.
+//
 // Current is safe for concurrent use and never blocks; reloads run one at
 // a time.
 package watch

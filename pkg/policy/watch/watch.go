@@ -43,6 +43,9 @@ const (
 	// Failure: the file could not be read or did not validate; the last
 	// good policy keeps serving.
 	Failure Result = "failure"
+	// Removed: the file of an Optional watcher is gone; no policy serves
+	// until it is back.
+	Removed Result = "removed"
 )
 
 // ErrNotRegular is the error, wrapped in an *fs.PathError, of a policy
@@ -79,7 +82,8 @@ func FailureReason(err error) string {
 // Hook hears of every reload that was tried: on Success p is the new
 // policy and err is nil; on Failure p is the policy still serving and err
 // says why the file was refused (a policy.Errors when it did not
-// validate). It runs on the watcher's goroutine and must not block.
+// validate); on Removed (Options.Optional) p and err are nil. It runs on
+// the watcher's goroutine and must not block.
 type Hook func(result Result, p *policy.Policy, err error)
 
 // Options configure a Watcher.
@@ -104,6 +108,12 @@ type Options struct {
 	// OnReload, when not nil, hears of every reload tried, the first
 	// load included.
 	OnReload Hook
+	// Optional makes the policy optional (the candidate policy): New
+	// succeeds whatever the file holds, with no policy when it is missing
+	// or bad, and a missing file unloads the policy (Current returns nil,
+	// the hook hears Removed) until the file is back. A bad file keeps
+	// the last good policy, or none, as always.
+	Optional bool
 }
 
 // Watcher holds the current policy and reloads it when its file changes.
@@ -142,7 +152,7 @@ func New(opts Options) (*Watcher, error) {
 		return nil, fmt.Errorf("watch: policy path %q: %w", opts.Path, err)
 	}
 	w := &Watcher{opts: opts, path: path}
-	if err := w.Reload(); err != nil {
+	if err := w.Reload(); err != nil && !opts.Optional {
 		return nil, err
 	}
 	if w.fs, err = fsnotify.NewWatcher(); err != nil {
@@ -155,7 +165,8 @@ func New(opts Options) (*Watcher, error) {
 	return w, nil
 }
 
-// Current is the policy now serving; never nil after New succeeded.
+// Current is the policy now serving; never nil after New succeeded, unless
+// Options.Optional.
 func (w *Watcher) Current() *policy.Policy { return w.current.Load() }
 
 // Run applies changes of the file until ctx is done or Close is called,
@@ -245,6 +256,10 @@ func (w *Watcher) Reload() error {
 			return nil
 		}
 		w.seen = err.Error()
+		if w.opts.Optional && errors.Is(err, fs.ErrNotExist) {
+			w.removed(cur)
+			return nil
+		}
 		w.refused(cur, err)
 		return err
 	}
@@ -289,6 +304,20 @@ func (w *Watcher) loaded(prev, p *policy.Policy) {
 	}
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(Success, p, nil)
+	}
+}
+
+// removed unloads the policy of an Optional watcher whose file is gone.
+func (w *Watcher) removed(prev *policy.Policy) {
+	w.current.Store(nil)
+	if prev == nil {
+		w.opts.Logger.Info("policy file absent: no policy", SourceKey, w.path)
+		return
+	}
+	w.opts.Logger.Info("policy file removed: no policy until it is back", SourceKey, w.path,
+		"previous_revision", prev.Revision(), "previous_sha256", prev.SHA256())
+	if w.opts.OnReload != nil {
+		w.opts.OnReload(Removed, nil, nil)
 	}
 }
 
