@@ -45,6 +45,9 @@ type Options struct {
 	// StoreLogEvery is the least time between two log lines about store
 	// failures [10s]; each line says how many failures it stands for.
 	StoreLogEvery time.Duration
+	// Candidate, when set, decides every request again under a candidate
+	// policy in shadow (candidate.go).
+	Candidate *Candidate
 }
 
 // Service implements rlsv3.RateLimitServiceServer.
@@ -53,6 +56,7 @@ type Service struct {
 	opts     Options
 	rules    atomic.Pointer[ruleTable]
 	scratch  sync.Pool
+	cands    sync.Pool // *candidateScratch
 	storeLog *logEvery
 }
 
@@ -138,6 +142,9 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	}
 	if errors.As(sc.shadow.err, &amb) {
 		amb.Resolve(true)
+	}
+	if s.opts.Candidate != nil {
+		s.decideCandidate(ctx, now, pol, domain, descriptors, hits, sc)
 	}
 	return resp
 }
