@@ -47,7 +47,9 @@ type settings struct {
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
-	Redis                 redisSettings // the other --redis-* settings (redis.go)
+	// CandidatePolicy is decided in shadow beside Policy (candidate.go).
+	CandidatePolicy string
+	Redis           redisSettings // the other --redis-* settings (redis.go)
 }
 
 // A setting is one row of settingsTable.
