@@ -68,7 +68,9 @@ func (sp *shadowPolicy) options(be *backend) *service.Candidate {
 	if sp == nil {
 		return nil
 	}
-	return &service.Candidate{Policy: sp.file.Current, Store: be.candidate, Tracker: sp.tracker}
+	// A Redis round trip is not added to the answer's: the candidate is
+	// decided on a goroutine of its own.
+	return &service.Candidate{Policy: sp.file.Current, Store: be.candidate, Tracker: sp.tracker, Async: be.name == "redis"}
 }
 
 // files is the candidate's file, for SIGHUP; none without a candidate.

@@ -263,3 +263,7 @@ func (tb *table) disagreement(domain string) *[numKinds]prometheus.Counter {
 	}
 	return tb.disagree[""]
 }
+
+// Skip counts a request not decided under the candidate: too many were
+// being decided already (service.Candidate.MaxInFlight).
+func (t *Tracker) Skip() { t.opts.Metrics.Skipped.Inc() }

@@ -27,8 +27,11 @@ type Candidate struct {
 	// Disagreements counts requests the two policies answered differently,
 	// both from their stores' answers.
 	Disagreements *prometheus.CounterVec // domain, kind
-	Reloads       *prometheus.CounterVec // result: success, failure, removed
-	PolicyInfo    *prometheus.GaugeVec   // revision, sha256; no series: no candidate
+	// Skipped counts requests not decided under the candidate, because
+	// too many were being decided already (a slow candidate store).
+	Skipped    prometheus.Counter
+	Reloads    *prometheus.CounterVec // result: success, failure, removed
+	PolicyInfo *prometheus.GaugeVec   // revision, sha256; no series: no candidate
 }
 
 // NewCandidate creates the candidate's metrics and registers them on reg.
@@ -42,6 +45,10 @@ func NewCandidate(reg prometheus.Registerer) *Candidate {
 			Name: "tokengate_candidate_disagreements_total",
 			Help: "Requests the live and the candidate policy answered differently, by domain and kind (live_allowed_candidate_rejected, live_rejected_candidate_allowed).",
 		}, []string{"domain", "kind"}),
+		Skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_candidate_skipped_total",
+			Help: "Requests not decided under the candidate policy because too many were being decided already (a slow candidate store): they are in neither its decisions nor its buckets.",
+		}),
 		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_candidate_policy_reloads_total",
 			Help: "Candidate policy loads by result (success, failure: the last good candidate or none kept, removed: no candidate).",
@@ -51,7 +58,7 @@ func NewCandidate(reg prometheus.Registerer) *Candidate {
 			Help: "The candidate policy in shadow: 1 for its revision and sha256; no series while there is none.",
 		}, []string{"revision", "sha256"}),
 	}
-	reg.MustRegister(m.Decisions, m.Disagreements, m.Reloads, m.PolicyInfo)
+	reg.MustRegister(m.Decisions, m.Disagreements, m.Skipped, m.Reloads, m.PolicyInfo)
 	return m
 }
 

@@ -3,6 +3,9 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
@@ -26,12 +29,28 @@ type Candidate struct {
 	// own memory store, or a Redis store with its own key prefix).
 	Store   store.Store
 	Tracker *candidate.Tracker
+	// Async decides the candidate on a goroutine of its own once the
+	// request is planned, so that the answer does not wait for the
+	// candidate's store: for a store a round trip away (Redis), where
+	// waiting would double the answer's latency. At most MaxInFlight
+	// requests are decided so at once; a request beyond that is not
+	// decided under the candidate, only counted (Tracker.Skip).
+	Async bool
+	// MaxInFlight bounds Async's goroutines [1024].
+	MaxInFlight int64
+}
+
+// candidateState is the Service's for its Candidate.
+type candidateState struct {
+	scratch  sync.Pool    // *candidateScratch
+	inFlight atomic.Int64 // Async decisions
 }
 
 // candidateScratch is the candidate's working memory for one request.
 type candidateScratch struct {
 	sc         scratch
 	live, cand []candidate.Decision
+	liveKeys   []byte // the live decisions' keys, for Async
 }
 
 // decideCandidate decides the request under the candidate, if there is
@@ -43,24 +62,80 @@ func (s *Service) decideCandidate(ctx context.Context, now int64, pol *policy.Po
 	if cand == nil {
 		return
 	}
-	cs, _ := s.cands.Get().(*candidateScratch)
+	if c.Async && !s.candInFlight(c) {
+		c.Tracker.Skip()
+		return
+	}
+	cs, _ := s.cand.scratch.Get().(*candidateScratch)
 	if cs == nil {
 		cs = new(candidateScratch)
 	}
-	defer s.cands.Put(cs)
-	sc := &cs.sc
-	sc.plan(cand, domain, descriptors, hits)
-	sc.decide(ctx, c.Store, nil, now)
-	// A timed-out call's charge stands, as a shadow rule's does: the
-	// candidate answers no one.
-	var amb store.Ambiguous
-	for _, err := range []error{sc.enforced.err, sc.shadow.err} {
-		if errors.As(err, &amb) {
-			amb.Resolve(true)
+	cs.sc.plan(cand, domain, descriptors, hits)
+	cs.live = live.decisions(cs.live[:0])
+	if !c.Async {
+		cs.finish(ctx, c, now, pol, cand, domain)
+		s.cand.scratch.Put(cs)
+		return
+	}
+	cs.ownLiveKeys()
+	ctx = context.WithoutCancel(ctx) // the answer is sent: its cancellation is no reason to stop
+	go func() {
+		defer s.cand.inFlight.Add(-1)
+		cs.finish(ctx, c, now, pol, cand, domain)
+		s.cand.scratch.Put(cs)
+	}()
+}
+
+// candInFlight takes a place for one more Async decision, if there is one.
+func (s *Service) candInFlight(c *Candidate) bool {
+	limit := c.MaxInFlight
+	if limit <= 0 {
+		limit = 1024
+	}
+	if s.cand.inFlight.Add(1) > limit {
+		s.cand.inFlight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// ownLiveKeys copies the live decisions' keys, which point into the live
+// scratch, into cs, for a decision that outlives the request.
+func (cs *candidateScratch) ownLiveKeys() {
+	cs.liveKeys = cs.liveKeys[:0]
+	for _, d := range cs.live {
+		cs.liveKeys = append(cs.liveKeys, d.Key...)
+	}
+	off := 0
+	for i := range cs.live {
+		if n := len(cs.live[i].Key); n > 0 {
+			cs.live[i].Key = unsafe.String(&cs.liveKeys[off], n)
+			off += n
 		}
 	}
-	cs.live, cs.cand = live.decisions(cs.live[:0]), sc.decisions(cs.cand[:0])
+}
+
+// finish decides the planned candidate and tells the tracker.
+func (cs *candidateScratch) finish(ctx context.Context, c *Candidate, now int64, pol, cand *policy.Policy, domain string) {
+	sc := &cs.sc
+	sc.decide(ctx, c.Store, nil, now)
+	for _, err := range []error{sc.enforced.err, sc.shadow.err} {
+		if err != nil {
+			resolveCandidate(err)
+		}
+	}
+	cs.cand = sc.decisions(cs.cand[:0])
 	c.Tracker.Observe(now, pol, cand, &candidate.Request{Domain: domain, Live: cs.live, Candidate: cs.cand})
+}
+
+// resolveCandidate tells the store that a timed-out call's charge stands,
+// as a shadow rule's does: the candidate answers no one. (Apart, so that
+// amb, which escapes, is allocated only on an error.)
+func resolveCandidate(err error) {
+	var amb store.Ambiguous
+	if errors.As(err, &amb) {
+		amb.Resolve(true)
+	}
 }
 
 // decisions appends each descriptor's decision (the request-id descriptor

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/candidate"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
@@ -108,4 +111,55 @@ func BenchmarkShouldRateLimitCandidate(b *testing.B) {
 	live := f.svc.opts.Policy()
 	withCandidate(b, f, live, pol)
 	benchUsers(b, f.svc)
+}
+
+// blockingStore holds every Decide until release is closed.
+type blockingStore struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingStore) Decide(ctx context.Context, req *store.Request, res []store.Result) (store.Outcome, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return b.Store.Decide(ctx, req, res)
+}
+
+// TestCandidateAsync: with Async the answer does not wait for the
+// candidate's store, the candidate is decided after it, and a request
+// beyond MaxInFlight is skipped and counted.
+func TestCandidateAsync(t *testing.T) {
+	f := newFixture(t, nil)
+	live, cand := perUserPolicy(t, "10"), perUserPolicy(t, "5")
+	cm := metrics.NewCandidate(prometheus.NewRegistry())
+	bs := &blockingStore{Store: memory.New(memory.Options{Clock: f.clk}), entered: make(chan struct{}, 8), release: make(chan struct{})}
+	svc, err := New(Options{
+		Policy: func() *policy.Policy { return live }, Store: f.store, Metrics: f.m, Clock: f.clk,
+		Candidate: &Candidate{Policy: func() *policy.Policy { return cand }, Store: bs, Async: true, MaxInFlight: 2,
+			Tracker: candidate.New(candidate.Options{Metrics: cm, Clock: f.clk})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc = svc
+	for i := range 3 { // answered while the candidate's store holds
+		if r := f.call(t, 0, descr("user_id", "alice")); r.OverallCode != ok {
+			t.Fatalf("request %d: %v", i, r)
+		}
+	}
+	<-bs.entered
+	<-bs.entered
+	if got := testutil.ToFloat64(cm.Skipped); got != 1 {
+		t.Fatalf("skipped %v, want 1 (MaxInFlight 2)", got)
+	}
+	close(bs.release)
+	okCount := cm.Decisions.WithLabelValues("edge", "per-user", metrics.ResultOK)
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(okCount) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("candidate ok %v, want 2", testutil.ToFloat64(okCount))
+		}
+		runtime.Gosched()
+	}
 }

@@ -56,7 +56,7 @@ type Service struct {
 	opts     Options
 	rules    atomic.Pointer[ruleTable]
 	scratch  sync.Pool
-	cands    sync.Pool // *candidateScratch
+	cand     candidateState
 	storeLog *logEvery
 }
 

@@ -33,6 +33,12 @@ func TestCandidateKeySpace(t *testing.T) {
 			t.Fatalf("request %d: %v", i, r)
 		}
 	}
+	// The candidate is decided on a goroutine of its own with Redis: wait
+	// for its eighth decision.
+	eventually(t, "the candidate's 8 decisions", func() bool {
+		return p.Metric(t, `tokengate_candidate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`) == "3" &&
+			p.Metric(t, `tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`) == "5"
+	})
 	for sample, want := range map[string]string{
 		`tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`:                "5",
 		`tokengate_candidate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`:        "3",
