@@ -1,13 +1,14 @@
 // Command tokengate is the rate-limit service for Envoy.
 //
 //	tokengate [serve] [flags]                   run the service (the default)
-//	tokengate validate FILE                     check a policy file
+//	tokengate validate FILE|DIR                 check a policy file or directory
 //	tokengate explain --policy FILE --domain D key=value ...
 //	                                            show which rule a descriptor matches
 //	tokengate explain --policy FILE --front-door forward_auth --header X-User=alice --path /api/x
 //	                                            show the descriptors a front door builds
 //	tokengate simulate --policy FILE --trace FILE [--plot OUT.png] [--format text|json] [--compare FILE2]
 //	                                            replay a trace through a policy offline
+//	tokengate import [-o FILE] FILE|DIR         write an envoyproxy/ratelimit config as a native policy
 //	tokengate version                           print the version
 //	tokengate help [COMMAND]                    list the commands, or one's flags
 //
@@ -40,12 +41,14 @@ type command struct {
 var commands = []command{
 	{"serve", "[flags]", "run the service (the default command)",
 		func(args []string, _, stderr io.Writer) error { return serve(args, stderr) }},
-	{"validate", "FILE", "check a policy file; exit 1 with every problem",
+	{"validate", "FILE|DIR", "check a policy file or directory, in either format; exit 1 with every problem",
 		func(args []string, stdout, _ io.Writer) error { return validate(args, stdout) }},
 	{"explain", "[flags] [key=value ...]", "show the rule a descriptor matches, or what a front door builds",
 		func(args []string, stdout, _ io.Writer) error { return explain(args, stdout) }},
 	{"simulate", "--policy FILE --trace FILE [flags]", "replay a trace through a policy on a simulated clock (--compare, --plot)",
 		func(args []string, stdout, _ io.Writer) error { return simulateCmd(args, os.Stdin, stdout) }},
+	{"import", "[-o FILE] FILE|DIR", "write an envoyproxy/ratelimit config as a native policy; every difference in behaviour on stderr",
+		importCmd},
 	{"version", "", "print the version",
 		func(args []string, stdout, _ io.Writer) error { return printVersion(args, stdout) }},
 }

@@ -44,7 +44,7 @@ func TestValidateAndExplain(t *testing.T) {
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(good, []byte("domains:\n  edge:\n    - name: u\n      match: [{key: user_id}]\n      capacity: 5\n      refill: 1/s\n"), 0o644)
-	os.WriteFile(bad, []byte("domains:\n  edge:\n    - name: u\n      match: [{key: user_id}]\n      capacity: 0\n      refill: 1/q\n"), 0o644)
+	os.WriteFile(bad, []byte("domains:\n  edge:\n    - name: u\n      match: [{key: user_id}]\n      capacity: -1\n      refill: 1/q\n"), 0o644)
 
 	var out, errOut bytes.Buffer
 	if code := run([]string{"validate", good}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "OK: revision 0, 1 domain") {

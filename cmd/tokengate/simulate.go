@@ -18,11 +18,11 @@ import (
 // through the decision path on a simulated clock (package simulate).
 func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("simulate", pflag.ContinueOnError)
-	file := fs.String("policy", "", "the policy file to replay the trace through (required)")
+	file := fs.String("policy", "", "the policy file or directory, in either format, to replay the trace through (required)")
 	tracePath := fs.String("trace", "", "the trace: CSV (t,domain,entries,hits) or JSON lines, - for standard input (required)")
 	plotPath := fs.String("plot", "", "write a PNG of allowed and rejected per second and the hottest buckets' tokens")
 	format := fs.String("format", "text", "text (a table) or json")
-	compare := fs.String("compare", "", "a second policy file, replayed side by side with --policy")
+	compare := fs.String("compare", "", "a second policy file or directory, replayed side by side with --policy")
 	maxBuckets := fs.Int("max-buckets", simulate.DefaultMaxBuckets, "the memory store's bucket cap, as tokengate serve's --max-buckets")
 	hot := fs.Int("hot", 3, "with --plot: how many of the hottest buckets of each policy to draw")
 	if err := parseFlags(fs, args); err != nil {
@@ -42,12 +42,13 @@ func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	pols := make([]*policy.Policy, len(files))
 	for i, f := range files {
-		data, err := os.ReadFile(f)
+		// The loader of `tokengate validate`: every format it reads, a
+		// file or a directory.
+		fl, err := policy.ReadFiles(f)
 		if err != nil {
 			return err
 		}
-		// The loader of `tokengate validate`: every format it reads.
-		if pols[i], err = policy.Parse(f, data); err != nil {
+		if pols[i], err = policy.ParseFiles(f, fl); err != nil {
 			return err
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -15,21 +14,22 @@ import (
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
-// validate is `tokengate validate FILE`.
+// validate is `tokengate validate FILE|DIR`: a policy file or a directory
+// of them, in either format.
 func validate(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: tokengate validate FILE")
+		return errors.New("usage: tokengate validate FILE|DIR")
 	}
-	file := fs.Arg(0)
-	data, err := os.ReadFile(file)
+	path := fs.Arg(0)
+	files, err := policy.ReadFiles(path)
 	if err != nil {
 		return err
 	}
-	return policy.Validate(stdout, file, data)
+	return policy.ValidateFiles(stdout, path, files)
 }
 
 // explain is `tokengate explain --policy FILE --domain D key=value ...`,
@@ -37,7 +37,7 @@ func validate(args []string, stdout io.Writer) error {
 // request and the rules they hit.
 func explain(args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("explain", pflag.ContinueOnError)
-	file := fs.String("policy", "", "policy file (default: the built-in policy)")
+	file := fs.String("policy", "", "policy file or directory, in either format (default: the built-in policy)")
 	domain := fs.String("domain", "", "the Envoy rate_limit domain (required without --front-door)")
 	door := fs.String("front-door", "", "explain a request to a front door: ext_authz or forward_auth")
 	var a spec.Attributes
@@ -62,15 +62,15 @@ func explain(args []string, stdout io.Writer) error {
 	} else if fs.NArg() > 0 {
 		return fmt.Errorf("explain: with --front-door, describe the request with flags, not descriptor entries %q", fs.Args())
 	}
-	name, data := config.DefaultName, config.Default
+	name, files := config.DefaultName, []policy.File{{Name: config.DefaultName, Data: config.Default}}
 	if *file != "" {
 		var err error
-		if data, err = os.ReadFile(*file); err != nil {
+		if files, err = policy.ReadFiles(*file); err != nil {
 			return err
 		}
 		name = *file
 	}
-	p, err := policy.Parse(name, data)
+	p, err := policy.ParseFiles(name, files)
 	if err != nil {
 		return err
 	}

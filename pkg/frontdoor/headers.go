@@ -47,7 +47,7 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, re
 	statuses := dec.Response.Statuses
 	limited := func(i int) bool {
 		r := dec.Rules[i]
-		return r != nil && !r.Unlimited && !r.Shadow && statuses[i].CurrentLimit != nil
+		return r != nil && r.HasBucket() && !r.Shadow && statuses[i].CurrentLimit != nil
 	}
 	for part := range spans {
 		spans[part][0] = len(buf)

@@ -1,7 +1,9 @@
 // Package metrics defines tokengate's Prometheus metrics. Everything is
 // created on an injected prometheus.Registerer (no globals), and label
 // values come only from the policy (domain, rule) and from fixed sets
-// (result, reason), never from request values.
+// (result, reason), never from request values, with one bounded exception:
+// the descriptor label of tokengate_descriptor_decisions_total, for the
+// rules that ask for it, at most MaxDescriptorSeries values per rule.
 package metrics
 
 import (
@@ -58,6 +60,8 @@ type Metrics struct {
 	// StoreDegraded is 1 while the store cannot decide (on_store_error
 	// answering), 0 while it can; set by the server's health check.
 	StoreDegraded prometheus.Gauge
+
+	descriptors *descriptorSeries // CountDescriptor
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -115,11 +119,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "1 while the store cannot decide and each rule's on_store_error answers (gRPC health service tokengate.store NOT_SERVING), else 0.",
 		}),
 	}
+	m.descriptors = newDescriptorSeries()
 	for _, method := range []string{FrontDoorRateLimit, FrontDoorExtAuthz} {
 		m.InvalidUTF8.WithLabelValues(method)
 	}
 	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
-		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.RevisionDecreases, m.InvalidUTF8, m.StoreDegraded,
+		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.RevisionDecreases, m.InvalidUTF8, m.StoreDegraded, m.descriptors.vec,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.lastRevision.Store(math.MinInt64)
 	return m

@@ -22,8 +22,8 @@ type Compiler struct {
 //   - a rule of prev (same domain and name) whose capacity, refill rate and
 //     on_resize are unchanged keeps the same *bucket.Version;
 //   - a changed rule gets prev's version.Next(id, params, now, on_resize);
-//   - a new rule, or one that was unlimited, starts a new lineage;
-//   - rules of prev that are gone (or became unlimited) are removed when
+//   - a new rule, or one that had no bucket, starts a new lineage;
+//   - rules of prev that are gone (or lost their bucket) are removed when
 //     the new policy is activated.
 //
 // now is the monotonic instant (the store's clock) from which new versions
@@ -31,13 +31,19 @@ type Compiler struct {
 // IDs and changes nothing. Compile publishes nothing: call Activate when
 // the returned policy starts serving.
 func (c *Compiler) Compile(file string, data []byte, prev *Policy, now int64) (*Policy, error) {
-	p, err := parse(file, data)
+	return c.CompileFiles(file, []File{{Name: file, Data: data}}, prev, now)
+}
+
+// CompileFiles is Compile for a set of files (a directory, name), each in
+// either format (files.go).
+func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int64) (*Policy, error) {
+	p, err := parseFiles(name, files)
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range p.names {
 		for _, r := range p.domains[name].rules {
-			if !r.Unlimited {
+			if r.HasBucket() {
 				r.Version = c.version(r, prev.limited(r.Domain, r.Name), now)
 			}
 		}
@@ -45,7 +51,7 @@ func (c *Compiler) Compile(file string, data []byte, prev *Policy, now int64) (*
 	if prev != nil {
 		for _, name := range prev.names {
 			for _, old := range prev.domains[name].rules {
-				if !old.Unlimited && p.limited(old.Domain, old.Name) == nil {
+				if old.HasBucket() && p.limited(old.Domain, old.Name) == nil {
 					p.removed = append(p.removed, old.Version.Lineage())
 				}
 			}
@@ -70,10 +76,15 @@ func (p *Policy) limited(domain, name string) *Rule {
 	if p == nil {
 		return nil
 	}
-	if r := p.Rule(domain, name); r != nil && !r.Unlimited {
+	if r := p.Rule(domain, name); r != nil && r.HasBucket() {
 		return r
 	}
 	return nil
+}
+
+// ParseFiles is Parse for a set of files (a directory, name).
+func ParseFiles(name string, files []File) (*Policy, error) {
+	return new(Compiler).CompileFiles(name, files, nil, 0)
 }
 
 // Parse compiles a policy file on its own, for checking and explaining it:

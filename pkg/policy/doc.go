@@ -23,8 +23,34 @@
 //	    - name: health
 //	      match: [{key: path, value: /healthz}]
 //	      unlimited: true
+//	    - name: api
+//	      match:
+//	        - key: path
+//	          value: /api/*/v1   # a "*" inside: a glob
+//	          shared: true       # one bucket for every value it accepts
+//	          metric: true       # counted by value (tokengate_descriptor_decisions_total)
+//	        - {key: tag, value: "a*", literal: true}  # "*" as a plain character
+//	      capacity: 0            # denies everything, no bucket
+//	      current_limit: {requests_per_unit: 0, unit: minute, name: banned}
+//	      replaces: [per-user]   # limit names dropped from the same request
+//	      quota: true            # refuses a request only with all its quota rules
+//	    - name: stop
+//	      match: [{key: path}]
+//	      not_limited: true      # matches, and answers as if no rule did
 //
 //	front_doors:                 # optional: see package spec (pkg/frontdoor/spec)
+//
+// # Files, directories and the envoyproxy/ratelimit format
+//
+// A policy is one file or a set of them (ReadFiles, ParseFiles,
+// Compiler.CompileFiles: a directory's *.yaml files). A file whose
+// top-level key is domain (or descriptors) is in envoyproxy/ratelimit's
+// format, one domain a file; refparse.go reads it and refflat.go turns its
+// tree of descriptors into the rules above, in an order under which first
+// match decides as the reference's walk does. A domain defined in two
+// files is an error naming both. NativeYAML writes any policy back in this
+// format (`tokengate import`), ImportReport lists how the answers differ
+// from the reference's.
 //
 // The front_doors section, how requests that arrive without descriptors
 // (ext_authz, forward-auth) become descriptors, is compiled by package

@@ -35,7 +35,12 @@ func plural(n int, what string) string {
 // line. A bad file writes nothing and returns the Errors, every issue of
 // the file.
 func Validate(w io.Writer, file string, data []byte) error {
-	p, err := Parse(file, data)
+	return ValidateFiles(w, file, []File{{Name: file, Data: data}})
+}
+
+// ValidateFiles is Validate for a set of files (a directory, name).
+func ValidateFiles(w io.Writer, name string, files []File) error {
+	p, err := ParseFiles(name, files)
 	if err != nil {
 		return err
 	}
@@ -83,7 +88,7 @@ func (p *Policy) Explain(domain string, entries []Entry) *Explanation {
 	e := &Explanation{Policy: p, Domain: domain, Entries: entries, Rule: p.Match(domain, entries)}
 	switch {
 	case e.Rule != nil:
-		if !e.Rule.Unlimited {
+		if e.Rule.HasBucket() {
 			e.Key = e.Rule.AppendKey(nil, entries)
 		}
 	case p.domains[domain] == nil:
@@ -162,18 +167,33 @@ func (e *Explanation) String() string {
 		}
 		return b.String()
 	}
-	fmt.Fprintf(&b, "matches rule %q (%s:%d)\n", r.Name, e.Policy.name, r.Line)
-	if r.Unlimited {
+	fmt.Fprintf(&b, "matches rule %q (%s:%d)\n", r.Name, r.File, r.Line)
+	if len(r.Replaces) > 0 {
+		fmt.Fprintf(&b, "  replaces the limits named %s in the same request\n", strings.Join(r.Replaces, ", "))
+	}
+	switch {
+	case r.Unlimited:
 		b.WriteString("  unlimited: always OK, no bucket\n")
 		return b.String()
+	case r.NotLimited:
+		b.WriteString("  not_limited: answered as if no rule matched (OK, no current_limit), no bucket\n")
+		return b.String()
+	case r.Deny:
+		b.WriteString("  capacity 0: always OVER_LIMIT, no bucket\n")
+	default:
+		pr := r.Version.Params
+		fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",
+			pr.Capacity(), pr.Rate(), r.Cost, r.MaxCost, r.OnResize, r.OnStoreError)
 	}
-	pr := r.Version.Params
-	fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",
-		pr.Capacity(), pr.Rate(), r.Cost, r.MaxCost, r.OnResize, r.OnStoreError)
+	if r.Limit.Given || r.Limit.Name != r.Name {
+		fmt.Fprintf(&b, "  current_limit: %d per %s, name %q\n", r.Limit.RequestsPerUnit, r.Limit.Unit, r.Limit.Name)
+	}
 	if r.Shadow {
 		b.WriteString("  shadow: decides and counts, always answers OK\n")
 	}
-	fmt.Fprintf(&b, "  bucket key: %s\n  bucket key bytes: %q\n", r.KeyString(e.Entries), e.Key)
+	if r.HasBucket() {
+		fmt.Fprintf(&b, "  bucket key: %s\n  bucket key bytes: %q\n", r.KeyString(e.Entries), e.Key)
+	}
 	return b.String()
 }
 

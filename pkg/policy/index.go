@@ -23,6 +23,7 @@ import (
 
 // domain is one domain's rules, in file order, and their index.
 type domain struct {
+	line   int // where the domain starts in its file
 	rules  []*Rule
 	byName map[string]*Rule
 	seed   maphash.Seed
@@ -71,8 +72,12 @@ func (d *domain) add(r *Rule) {
 		switch m.Kind {
 		case MatchAny:
 			cut[i] = -1
-		case MatchPrefix:
-			cut[i] = len(m.Value)
+		case MatchPrefix, MatchGlob:
+			// A glob is indexed by its literal start; valuesMatch checks
+			// the rest.
+			if cut[i] = len(m.literal()); cut[i] == 0 {
+				cut[i] = -1
+			}
 		}
 	}
 	g := d.group(keys)

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,27 +15,16 @@ import (
 
 var (
 	topFields   = []string{"revision", "request_id_key", "domains", "front_doors"}
-	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "unlimited"}
-	entryFields = []string{"key", "value"}
+	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota"}
+	entryFields = []string{"key", "value", "shared", "literal", "metric"}
 	// bucketFields only make sense on a rule with a bucket.
-	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow"}
+	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "current_limit", "quota"}
 )
 
 // parse reads and validates a policy file into a Policy whose rules have
 // no Version yet. It reports every issue it finds, sorted by line.
 func parse(file string, data []byte) (*Policy, error) {
-	r := &reader{file: file}
-	p := &Policy{name: file, sum: sha256.Sum256(data), domains: make(map[string]*domain)}
-	if root := r.document(data); root != nil {
-		r.policy(root, p)
-	}
-	if len(r.errs) > 0 {
-		slices.SortStableFunc(r.errs, func(a, b *Issue) int { return a.Line - b.Line })
-		return nil, r.errs
-	}
-	slices.SortStableFunc(r.warnings, func(a, b *Issue) int { return a.Line - b.Line })
-	p.warnings = r.warnings
-	return p, nil
+	return parseFiles(file, []File{{Name: file, Data: data}})
 }
 
 func (r *reader) policy(root *yaml.Node, p *Policy) {
@@ -78,6 +66,7 @@ func (r *reader) policy(root *yaml.Node, p *Policy) {
 			continue
 		}
 		d := r.domain(name, v, p.requestIDKey)
+		d.line = k.Line
 		if p.domains[name] != nil {
 			// Its rules were read all the same, so that their problems
 			// are reported too.
@@ -174,7 +163,7 @@ func (r *reader) rule(n *yaml.Node, domainName string, index int) *Rule {
 	if f == nil {
 		return nil
 	}
-	rule := &Rule{Domain: domainName, Name: a.rule, Line: n.Line}
+	rule := &Rule{Domain: domainName, Name: a.rule, File: r.file, Line: n.Line}
 	if v := f["name"]; v == nil {
 		r.fail(n, a, "name", errors.New("missing"))
 	} else if _, err := identifier(v); err != nil {
@@ -185,26 +174,37 @@ func (r *reader) rule(n *yaml.Node, domainName string, index int) *Rule {
 	} else {
 		rule.Match = r.match(v, a)
 	}
-	badUnlimited := false
-	if v := f["unlimited"]; v != nil {
-		var err error
-		if rule.Unlimited, err = boolean(v); err != nil {
-			r.fail(v, a, "unlimited", err)
-			badUnlimited = true
-		}
-	}
+	bad := false
+	rule.Unlimited, bad = r.flag(f, a, "unlimited")
+	var badNot bool
+	rule.NotLimited, badNot = r.flag(f, a, "not_limited")
+	bad = bad || badNot
 	switch {
-	case rule.Unlimited:
+	case rule.Unlimited && rule.NotLimited:
+		r.fail(f["not_limited"], a, "not_limited", errors.New("not allowed with unlimited: true"))
+	case rule.Unlimited || rule.NotLimited:
+		what := "an unlimited rule"
+		if rule.NotLimited {
+			what = "a not_limited rule"
+		}
 		for _, field := range bucketFields {
 			if v := f[field]; v != nil {
-				r.fail(v, a, field, errors.New("not allowed on an unlimited rule (it has no bucket)"))
+				r.fail(v, a, field, fmt.Errorf("not allowed on %s (it has no bucket)", what))
 			}
 		}
-	case badUnlimited && !slices.ContainsFunc(bucketFields, func(field string) bool { return f[field] != nil }):
+	case bad && !slices.ContainsFunc(bucketFields, func(field string) bool { return f[field] != nil }):
 		// Meant to be unlimited, most likely: "capacity: missing" would
 		// only be noise next to the unlimited error.
 	default:
 		r.limits(rule, n, f, a)
+	}
+	r.limitName(rule, f, a)
+	if v := f["replaces"]; v != nil {
+		if rule.NotLimited {
+			r.fail(v, a, "replaces", errors.New("not allowed on a not_limited rule (it is no limit)"))
+		} else {
+			rule.Replaces = r.replaces(v, a, rule.Limit.Name)
+		}
 	}
 	if len(r.errs) > before {
 		return nil
@@ -247,9 +247,24 @@ func (r *reader) match(n *yaml.Node, a at) []Pattern {
 			}
 		}
 		pat, err := parsePattern(key, value, vn != nil)
+		if literal, _ := r.flag(f, a, "literal"); literal && err == nil {
+			if vn == nil || value == "" {
+				r.fail(f["literal"], a, "match", fmt.Errorf("entry %d (key %q): literal: needs a value", i+1, key))
+				continue
+			}
+			// The value as is: a "*" in it is a plain character.
+			pat = Pattern{Key: key, Value: value, Kind: MatchExact}
+		}
 		if err != nil {
 			r.fail(vn, a, "match", fmt.Errorf("entry %d (key %q): value %q: %w", i+1, key, value, err))
 			continue
+		}
+		pat.Metric, _ = r.flag(f, a, "metric")
+		if sn := f["shared"]; sn != nil {
+			if pat.Shared, err = r.shared(sn, pat); err != nil {
+				r.fail(sn, a, "match", fmt.Errorf("entry %d (key %q): shared: %w", i+1, key, err))
+				continue
+			}
 		}
 		patterns = append(patterns, pat)
 	}
@@ -259,6 +274,10 @@ func (r *reader) match(n *yaml.Node, a at) []Pattern {
 // limits reads a limited rule's bucket fields and checks them together.
 func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at) {
 	capacity, capOK := r.intField(n, f, a, "capacity", true)
+	if capOK && capacity == 0 {
+		r.deny(rule, f, a)
+		return
+	}
 	var rate bucket.Rate
 	rateOK := false
 	if v := f["refill"]; v == nil {
@@ -323,11 +342,10 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 			r.fail(v, a, "on_store_error", err)
 		}
 	}
-	if v := f["shadow"]; v != nil {
-		var err error
-		if rule.Shadow, err = boolean(v); err != nil {
-			r.fail(v, a, "shadow", err)
-		}
+	rule.Shadow, _ = r.flag(f, a, "shadow")
+	rule.Quota, _ = r.flag(f, a, "quota")
+	if paramsOK {
+		r.currentLimit(rule, f, a)
 	}
 }
 

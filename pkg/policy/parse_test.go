@@ -106,7 +106,8 @@ func TestParseErrors(t *testing.T) {
 		{"yaml syntax", "domains: [\n", `policy.yaml:1: yaml: did not find expected node content`},
 		{"two documents", "domains: {}\n---\ndomains: {}\n", `only one YAML document`},
 		{"not a mapping", "- 1\n", `policy.yaml:1: policy: want a mapping, got a list`},
-		{"unknown top field", "domain: {}\n", `policy.yaml:1: policy: unknown field "domain"`},
+		{"unknown top field", "domainz: {}\n", `policy.yaml:1: policy: unknown field "domainz"`},
+		{"reference format, bad domain", "domain: {}\n", `policy.yaml:1: domain: want a string, got a mapping`},
 		{"missing domains", "revision: 1\n", `policy.yaml:1: domains: missing`},
 		{"negative revision", "revision: -1\ndomains: {}\n", `policy.yaml:1: revision: -1 is negative`},
 		{"revision not a number", "revision: three\ndomains: {}\n", `revision: want a whole number, got "three"`},
@@ -119,7 +120,17 @@ func TestParseErrors(t *testing.T) {
 		{"missing name", "domains:\n  edge:\n    - match: [{key: a}]\n      unlimited: true\n", `policy.yaml:3: domain "edge" rule #1: name: missing`},
 		{"duplicate rule name", "domains:\n  edge:\n    - name: r\n      match: [{key: a}]\n      unlimited: true\n    - name: r\n      match: [{key: b}]\n      unlimited: true\n",
 			`policy.yaml:6: domain "edge" rule "r": name: repeated in the domain (first at line 3)`},
-		{"capacity zero", rule("      match: [{key: a}]\n      capacity: 0\n      refill: 1/s\n"), `policy.yaml:5: domain "edge" rule "r": capacity 0 out of range [1, 1000000000000000]`},
+		{"capacity negative", rule("      match: [{key: a}]\n      capacity: -1\n      refill: 1/s\n"), `policy.yaml:5: domain "edge" rule "r": capacity -1 out of range [1, 1000000000000000]`},
+		{"capacity zero with refill", rule("      match: [{key: a}]\n      capacity: 0\n      refill: 1/s\n"), `policy.yaml:6: domain "edge" rule "r": refill: not allowed on a rule of capacity 0`},
+		{"capacity zero current_limit", rule("      match: [{key: a}]\n      capacity: 0\n      current_limit: {requests_per_unit: 1, unit: second}\n"), `policy.yaml:6: domain "edge" rule "r": current_limit: requests_per_unit 1: a rule of capacity 0 allows 0`},
+		{"current_limit not the rate", rule("      match: [{key: a}]\n      capacity: 5\n      refill: 5/s\n      current_limit: {requests_per_unit: 5, unit: minute}\n"), `current_limit: 5 per minute is not the refill rate 5/s`},
+		{"current_limit half", rule("      match: [{key: a}]\n      capacity: 5\n      refill: 5/s\n      current_limit: {unit: minute}\n"), `current_limit: give requests_per_unit and unit together`},
+		{"current_limit bad unit", rule("      match: [{key: a}]\n      capacity: 5\n      refill: 5/s\n      current_limit: {requests_per_unit: 5, unit: fortnight}\n"), `current_limit: unit "fortnight": want second`},
+		{"replaces itself", rule("      match: [{key: a}]\n      unlimited: true\n      replaces: [r]\n"), `replaces: "r" is the rule's own limit name`},
+		{"replaces on not_limited", rule("      match: [{key: a}]\n      not_limited: true\n      replaces: [x]\n"), `replaces: not allowed on a not_limited rule`},
+		{"not_limited and unlimited", rule("      match: [{key: a}]\n      not_limited: true\n      unlimited: true\n"), `not_limited: not allowed with unlimited: true`},
+		{"quota on unlimited", rule("      match: [{key: a}]\n      unlimited: true\n      quota: true\n"), `quota: not allowed on an unlimited rule`},
+		{"not_limited with capacity", rule("      match: [{key: a}]\n      not_limited: true\n      capacity: 1\n"), `capacity: not allowed on a not_limited rule`},
 		{"capacity too big", rule("      match: [{key: a}]\n      capacity: 1000000000000001\n      refill: 1/s\n"), `capacity 1000000000000001 out of range`},
 		{"capacity beyond int64", rule("      match: [{key: a}]\n      capacity: 99999999999999999999\n      refill: 1/s\n"), `capacity: 99999999999999999999 does not fit in 64 bits`},
 		{"capacity float", rule("      match: [{key: a}]\n      capacity: 1.5\n      refill: 1/s\n"), `capacity: want a whole number, got "1.5"`},
@@ -142,7 +153,8 @@ func TestParseErrors(t *testing.T) {
 		{"empty key", rule("      match: [{key: \"\"}]\n      unlimited: true\n"), `match: entry 1: key: empty`},
 		{"missing key", rule("      match: [{value: a}]\n      unlimited: true\n"), `match: entry 1: key: missing`},
 		{"unknown entry field", rule("      match: [{key: a, prefix: b}]\n      unlimited: true\n"), `match entry 1: unknown field "prefix"`},
-		{"star inside", rule("      match: [{key: a, value: \"/a*/b\"}]\n      unlimited: true\n"), `match: entry 1 (key "a"): value "/a*/b": "*" is only allowed at the end`},
+		{"literal without value", rule("      match: [{key: a, literal: true}]\n      unlimited: true\n"), `match: entry 1 (key "a"): literal: needs a value`},
+		{"shared exact", rule("      match: [{key: a, value: \"/a\", shared: true}]\n      unlimited: true\n"), `match: entry 1 (key "a"): shared: only a value with a "*"`},
 		{"empty value", rule("      match: [{key: a, value: \"\"}]\n      unlimited: true\n"), `empty value; omit "value"`},
 		{"null value", rule("      match: [{key: a, value: }]\n      unlimited: true\n"), `empty value`},
 		{"unlimited with capacity", rule("      match: [{key: a}]\n      unlimited: true\n      capacity: 5\n"), `policy.yaml:6: domain "edge" rule "r": capacity: not allowed on an unlimited rule`},
@@ -177,7 +189,7 @@ func TestParseReportsEveryError(t *testing.T) {
   edge:
     - name: a
       match: [{key: k}]
-      capacity: 0
+      capacity: -1
       refill: 1/s
     - name: b
       match: [{key: k}]
@@ -203,7 +215,7 @@ func TestParseReportsEveryError(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	want := []string{
-		`p.yaml:5: domain "edge" rule "a": capacity 0 out of range`,
+		`p.yaml:5: domain "edge" rule "a": capacity -1 out of range`,
 		`p.yaml:10: domain "edge" rule "b": refill: rate "10/q"`,
 		`p.yaml:11: domain "edge" rule "a": name: repeated in the domain (first at line 3)`,
 		`p.yaml:12: domain "edge" rule "a": match: empty`,
@@ -237,10 +249,10 @@ func TestParseRepeatedNames(t *testing.T) {
 		{"the repeat has another error", `domains:
   edge:
     - {name: r, match: [{key: a}], unlimited: true}
-    - {name: r, match: [{key: b}], capacity: 0, refill: 1/s}
+    - {name: r, match: [{key: b}], capacity: -1, refill: 1/s}
 `, []string{
 			`p.yaml:4: domain "edge" rule "r": name: repeated in the domain (first at line 3)`,
-			`p.yaml:4: domain "edge" rule "r": capacity 0 out of range`,
+			`p.yaml:4: domain "edge" rule "r": capacity -1 out of range`,
 		}},
 		{"the first has an error", `domains:
   edge:

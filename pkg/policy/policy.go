@@ -33,11 +33,27 @@ type Rule struct {
 	Domain string
 	Name   string
 	Match  []Pattern
-	// Line is where the rule starts in the policy file.
+	// File is the policy file the rule was read from; Line is where the
+	// rule starts in it.
+	File string
 	Line int
 	// Unlimited rules always answer OK and have no bucket: Version is nil
 	// and the fields below are zero.
 	Unlimited bool
+	// NotLimited rules match and end the search: their descriptors are
+	// answered as if no rule matched (OK, no current_limit, nothing
+	// consumed). The reference format needs them where a descriptor stops
+	// at a node without a limit. No bucket.
+	NotLimited bool
+	// Deny rules answer every descriptor OVER_LIMIT (capacity: 0, the
+	// reference's requests_per_unit: 0). No bucket.
+	Deny bool
+	// Limit is what the rule's statuses say in current_limit.
+	Limit Limit
+	// Replaces are limit names (Limit.Name) this rule drops: a descriptor
+	// of the same request whose rule has one of these names is answered
+	// as if no rule matched (the reference's replaces).
+	Replaces []string
 	// Version is the rule's parameter version in this policy: capacity and
 	// refill rate (Version.Params), activation instant and lineage.
 	Version *bucket.Version
@@ -50,6 +66,11 @@ type Rule struct {
 	OnStoreError StoreErrorMode
 	// Shadow rules decide and count but always answer OK.
 	Shadow bool
+	// Quota rules (the reference's quota_mode) refuse a request only
+	// together: one over the limit answers OVER_LIMIT for itself and is not
+	// charged, and the request is refused when every quota descriptor of it
+	// is over the limit. A shadow rule is never a quota rule.
+	Quota bool
 
 	params bucket.Params // what Version.Params will be, before versioning
 	prefix []byte        // encoded domain and name: the start of every key
@@ -138,18 +159,90 @@ func (p *Policy) Match(domain string, entries []Entry) *Rule {
 	return d.match(entries)
 }
 
+// HasBucket reports whether the rule decides from a bucket: it is not
+// unlimited, not_limited or deny. Exactly such rules have a Version.
+func (r *Rule) HasBucket() bool { return !r.Unlimited && !r.NotLimited && !r.Deny }
+
+// Limit is what a rule's current_limit says.
+type Limit struct {
+	// Name is the rule's limit name: current_limit.name, the reference's
+	// rate_limit name (maybe ""), else the rule's name. Replaces refers
+	// to it.
+	Name string
+	// Given: RequestsPerUnit and Unit were written in the file; otherwise
+	// they are derived from the refill rate where the response is built.
+	Given           bool
+	RequestsPerUnit uint32
+	Unit            Unit
+}
+
 // AppendKey appends the bucket key of the descriptor entries (which must be
 // ones r matched) to dst and returns the extended slice. The key encodes
 // the domain, the rule name and every value, each preceded by its length,
-// so that distinct descriptors never share a key. It allocates only when
-// dst lacks room.
+// so that distinct descriptors never share a key; at a Shared position it
+// holds the pattern as written instead of the value. It allocates only
+// when dst lacks room.
 func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
 	dst = append(dst, r.prefix...)
-	for _, e := range entries {
+	for i, e := range entries {
+		if i < len(r.Match) && r.Match[i].Shared {
+			m := &r.Match[i]
+			dst = appendWritten(dst, m)
+			continue
+		}
 		dst = binary.AppendUvarint(dst, uint64(len(e.Value)))
 		dst = append(dst, e.Value...)
 	}
 	return dst
+}
+
+// DescriptorMetric reports whether the rule's decisions are also counted
+// by descriptor (a pattern has Metric).
+func (r *Rule) DescriptorMetric() bool {
+	for _, m := range r.Match {
+		if m.Metric {
+			return true
+		}
+	}
+	return false
+}
+
+// MetricLabel is the descriptor label of a decision of the rule (which
+// matched entries), as the reference names its detailed stats: key_value
+// for each position whose value is counted (Metric, not Shared), else the
+// pattern as written (key_value, key_prefix*, or the key alone for any
+// value), joined by ".".
+func (r *Rule) MetricLabel(entries []Entry) string {
+	var b strings.Builder
+	for i, m := range r.Match {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(m.Key)
+		switch {
+		case m.Metric && !m.Shared:
+			b.WriteByte('_')
+			b.WriteString(entries[i].Value)
+		case m.Kind != MatchAny || m.Shared:
+			b.WriteByte('_')
+			b.WriteString(m.written())
+		}
+	}
+	return b.String()
+}
+
+// appendWritten appends the pattern as written (Pattern.written), length
+// first, without building the string.
+func appendWritten(dst []byte, m *Pattern) []byte {
+	switch m.Kind {
+	case MatchAny:
+		return append(dst, 1, '*')
+	case MatchPrefix:
+		dst = binary.AppendUvarint(dst, uint64(len(m.Value)+1))
+		return append(append(dst, m.Value...), '*')
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(m.Value)))
+	return append(dst, m.Value...)
 }
 
 // KeyString is a human-readable form of the bucket key, for logs and
@@ -157,6 +250,10 @@ func (r *Rule) AppendKey(dst []byte, entries []Entry) []byte {
 func (r *Rule) KeyString(entries []Entry) string {
 	values := make([]string, len(entries))
 	for i, e := range entries {
+		if i < len(r.Match) && r.Match[i].Shared {
+			values[i] = r.Match[i].written() + " (shared)"
+			continue
+		}
 		values[i] = strconv.Quote(e.Value)
 	}
 	return r.Domain + "/" + r.Name + "[" + strings.Join(values, " ") + "]"

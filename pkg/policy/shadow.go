@@ -78,7 +78,7 @@ func (s *shapeIndex) canCover(match []Pattern) bool {
 		case c < 0:
 		case c == 0 && m.Kind != MatchExact:
 			return false
-		case c > 0 && (m.Kind == MatchAny || len(m.Value) < c):
+		case c > 0 && (m.Kind == MatchAny || len(m.literal()) < c):
 			return false
 		}
 	}

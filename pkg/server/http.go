@@ -111,6 +111,8 @@ type ruleView struct {
 	Name         string   `json:"name"`
 	Match        []string `json:"match"`
 	Unlimited    bool     `json:"unlimited,omitempty"`
+	NotLimited   bool     `json:"not_limited,omitempty"`
+	Deny         bool     `json:"deny,omitempty"` // capacity 0
 	Capacity     int64    `json:"capacity,omitempty"`
 	Refill       string   `json:"refill,omitempty"`
 	Cost         int64    `json:"cost,omitempty"`
@@ -126,11 +128,11 @@ func (s *Server) debugPolicy(w http.ResponseWriter, _ *http.Request) {
 	v := policyView{File: p.Name(), Revision: p.Revision(), SHA256: p.SHA256(), Domains: map[string][]ruleView{}, FrontDoors: frontDoorsView(p)}
 	for _, d := range p.Domains() {
 		for _, r := range p.Rules(d) {
-			rv := ruleView{Name: r.Name, Unlimited: r.Unlimited, Shadow: r.Shadow}
+			rv := ruleView{Name: r.Name, Unlimited: r.Unlimited, NotLimited: r.NotLimited, Deny: r.Deny, Shadow: r.Shadow}
 			for _, m := range r.Match {
 				rv.Match = append(rv.Match, m.String())
 			}
-			if !r.Unlimited {
+			if r.HasBucket() {
 				rv.Capacity, rv.Refill = r.Version.Params.Capacity(), r.Version.Params.Rate().String()
 				rv.Cost, rv.MaxCost = r.Cost, r.MaxCost
 				rv.OnResize, rv.OnStoreError = r.OnResize.String(), r.OnStoreError.String()

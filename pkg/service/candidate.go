@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -119,23 +118,12 @@ func (cs *candidateScratch) ownLiveKeys() {
 func (cs *candidateScratch) finish(ctx context.Context, c *Candidate, now int64, pol, cand *policy.Policy, domain string) {
 	sc := &cs.sc
 	sc.decide(ctx, c.Store, nil, now)
-	for _, err := range []error{sc.enforced.err, sc.shadow.err} {
-		if err != nil {
-			resolveCandidate(err)
-		}
-	}
+	// A timed-out call's charge stands, as a shadow rule's does: the
+	// candidate answers no one.
+	resolve(sc.enforced.err, true)
+	resolve(sc.shadow.err, true)
 	cs.cand = sc.decisions(cs.cand[:0])
 	c.Tracker.Observe(now, pol, cand, &candidate.Request{Domain: domain, Live: cs.live, Candidate: cs.cand})
-}
-
-// resolveCandidate tells the store that a timed-out call's charge stands,
-// as a shadow rule's does: the candidate answers no one. (Apart, so that
-// amb, which escapes, is allocated only on an error.)
-func resolveCandidate(err error) {
-	var amb store.Ambiguous
-	if errors.As(err, &amb) {
-		amb.Resolve(true)
-	}
 }
 
 // decisions appends each descriptor's decision (the request-id descriptor

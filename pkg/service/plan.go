@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -20,8 +21,11 @@ type scratch struct {
 
 	enforced, shadow batch
 	refused          bool // a descriptor was refused before the store
+	quotas           int  // quota descriptors (desc.isQuota)
+	quotaRefused     int  // of them, refused before the store
 	id               requestID
-	hasID            bool // the request carried a non-empty id
+	quotaID          requestID // the id of a second decision (quota.go)
+	hasID            bool      // the request carried a non-empty id
 }
 
 // batch is one store call: the enforced descriptors, or the shadow ones.
@@ -38,9 +42,13 @@ type desc struct {
 	rule     *policy.Rule // nil: no rule matched
 	isID     bool         // the request-id descriptor
 	item     int          // index in its batch, -1 when it has no bucket
-	refusal  string       // why it was refused before the store, "" if not
-	keyStart int
-	keyEnd   int
+	replaced bool         // another rule replaces its rule, or it is not_limited
+	// quotaOver: a quota descriptor over the limit while another is not;
+	// it is charged nothing and answers OVER_LIMIT for itself (quota.go).
+	quotaOver bool
+	refusal   string // why it was refused before the store, "" if not
+	keyStart  int
+	keyEnd    int
 }
 
 func (sc *scratch) reset() {
@@ -48,6 +56,7 @@ func (sc *scratch) reset() {
 	sc.enforced.reset()
 	sc.shadow.reset()
 	sc.refused, sc.hasID = false, false
+	sc.quotas, sc.quotaRefused = 0, 0
 }
 
 func (b *batch) reset() {
@@ -57,8 +66,9 @@ func (b *batch) reset() {
 	b.local.reset()
 }
 
-// plan matches every descriptor of domain to its rule, works out its cost
-// (hits is the request's hits_addend) and builds its bucket key.
+// plan matches every descriptor of domain to its rule, drops the rules
+// that others of the request replace, works out each cost (hits is the
+// request's hits_addend) and builds each bucket key.
 func (sc *scratch) plan(pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32) {
 	sc.reset()
 	idKey := pol.RequestIDKey()
@@ -68,34 +78,93 @@ func (sc *scratch) plan(pol *policy.Policy, domain string, descriptors []*rateli
 			// Hashed here, so that nothing keeps the client's bytes.
 			sc.id, sc.hasID = hashRequestID(d.Entries[0].Value)
 			ds.isID = true
-			sc.descs = append(sc.descs, ds)
+		} else {
+			ds.rule = pol.Match(domain, sc.entriesOf(d))
+		}
+		sc.descs = append(sc.descs, ds)
+	}
+	sc.dropReplaced()
+	for i, d := range descriptors {
+		ds := &sc.descs[i]
+		switch {
+		case ds.rule == nil || ds.rule.Unlimited:
 			continue
-		}
-		sc.entries = sc.entries[:0]
-		for _, e := range d.Entries {
-			sc.entries = append(sc.entries, policy.Entry{Key: e.Key, Value: e.Value})
-		}
-		ds.rule = pol.Match(domain, sc.entries)
-		if ds.rule != nil && !ds.rule.Unlimited {
+		case ds.rule.Deny:
+			ds.refusal = "rule " + ds.rule.Domain + "/" + ds.rule.Name + " allows no requests (capacity 0)"
+		default:
+			entries := sc.entriesOf(d)
 			var cost int64
-			cost, ds.refusal = costOf(d, hits, ds.rule, sc.entries)
+			cost, ds.refusal = costOf(d, hits, ds.rule, entries)
 			if ds.refusal == "" {
 				ds.keyStart = len(sc.keys)
-				sc.keys = ds.rule.AppendKey(sc.keys, sc.entries)
+				sc.keys = ds.rule.AppendKey(sc.keys, entries)
 				ds.keyEnd = len(sc.keys)
 				b := sc.batch(ds.rule)
 				ds.item = len(b.req.Items)
 				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost, Revision: pol.Revision()})
-			} else if !ds.rule.Shadow {
-				sc.refused = true
 			}
 		}
-		sc.descs = append(sc.descs, ds)
+		switch {
+		case ds.isQuota():
+			sc.quotas++
+			if ds.refusal != "" {
+				sc.quotaRefused++
+				ds.quotaOver = true
+			}
+		case ds.refusal != "" && !ds.rule.Shadow:
+			sc.refused = true
+		}
+	}
+	if sc.quotas > 0 && sc.quotaRefused == sc.quotas {
+		sc.refused = true // every quota descriptor is refused: so is the request
 	}
 	// sc.keys no longer grows: the items' keys can now alias it.
 	for _, ds := range sc.descs {
 		if ds.item >= 0 {
 			sc.batch(ds.rule).req.Items[ds.item].Key = unsafe.String(&sc.keys[ds.keyStart], ds.keyEnd-ds.keyStart)
+		}
+	}
+}
+
+// entriesOf copies a descriptor's entries into sc.entries.
+func (sc *scratch) entriesOf(d *ratelimitv3.RateLimitDescriptor) []policy.Entry {
+	sc.entries = sc.entries[:0]
+	for _, e := range d.Entries {
+		sc.entries = append(sc.entries, policy.Entry{Key: e.Key, Value: e.Value})
+	}
+	return sc.entries
+}
+
+// dropReplaced answers as if no rule matched the descriptors whose rule
+// is not_limited, or whose limit name another matched rule of the request
+// replaces (unlimited rules replace but are never replaced, as in
+// envoyproxy/ratelimit). A replaced rule's own replaces still count.
+func (sc *scratch) dropReplaced() {
+	replacing := false
+	for i := range sc.descs {
+		if r := sc.descs[i].rule; r != nil && len(r.Replaces) > 0 {
+			replacing = true
+		}
+	}
+	for i := range sc.descs {
+		ds := &sc.descs[i]
+		r := ds.rule
+		switch {
+		case r == nil:
+		case r.NotLimited:
+			ds.replaced = true
+		case replacing && !r.Unlimited && r.Limit.Name != "":
+			for j := range sc.descs {
+				if o := sc.descs[j].rule; o != nil && slices.Contains(o.Replaces, r.Limit.Name) {
+					ds.replaced = true
+					break
+				}
+			}
+		}
+	}
+	for i := range sc.descs {
+		if sc.descs[i].replaced {
+			sc.descs[i].rule = nil
 		}
 	}
 }
@@ -145,6 +214,9 @@ func (sc *scratch) decide(ctx context.Context, st, local store.Store, now int64)
 		sc.enforced.req.ID = sc.id.alias()
 	}
 	sc.enforced.run(ctx, st, now)
+	if sc.quotas > sc.quotaRefused && !sc.refused {
+		sc.decideWithoutOverQuotas(ctx, st, now)
+	}
 	sc.shadow.run(ctx, st, now)
 	if sc.enforced.err != nil && local != nil {
 		sc.decideLocal(ctx, local)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -23,12 +24,13 @@ const (
 )
 
 // respond builds the answer: one status per descriptor, in order.
-func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rlsv3.RateLimitResponse {
+func (sc *scratch) respond(domain string, descriptors []*ratelimitv3.RateLimitDescriptor, t *ruleTable, m *metrics.Metrics) *rlsv3.RateLimitResponse {
 	resp, statuses, durations := newResponse(len(sc.descs))
 	var (
 		over, degraded bool
 		retry          int64 // the longest wait of an over-limit descriptor
 		reason         string
+		quota          quotaTally
 	)
 	for i := range sc.descs {
 		ds := &sc.descs[i]
@@ -42,12 +44,17 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 			continue
 		}
 		info := t.rules[ds.rule]
-		st.CurrentLimit = info.limit
 		if ds.rule.Unlimited {
+			// As envoyproxy/ratelimit answers: no limit, all remaining.
+			st.LimitRemaining = 1<<32 - 1
 			info.result[metrics.ResultOK].Inc()
 			continue
 		}
+		st.CurrentLimit = info.limit
 		res, why := sc.status(ds, st, &durations[i], info)
+		if ds.quotaOver && res == metrics.ResultOK {
+			res = metrics.ResultOverLimit // checked at cost 0, not charged
+		}
 		if res != metrics.ResultOK && !(res == metrics.ResultStoreError && sc.fallbackAllows(ds)) {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
@@ -62,19 +69,39 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 		if res == metrics.ResultStoreError {
 			info.countStoreError(st.Code)
 		}
+		isQuota := ds.isQuota() && sc.enforced.err == nil
+		if isQuota {
+			quota.total++
+		}
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			over = true
-			reason = cmp.Or(reason, why)
+			wait := int64(0)
 			if res == metrics.ResultOverLimit {
 				// Only enforced rules: a shadow rule's wait is not the client's.
-				retry = max(retry, sc.batch(ds.rule).results[ds.item].RetryAfter)
+				wait = sc.batch(ds.rule).results[ds.item].RetryAfter
 			}
 			if r, ok := sc.localResult(ds); ok {
-				retry = max(retry, r.RetryAfter)
+				wait = max(wait, r.RetryAfter)
+			}
+			if isQuota {
+				quota.over++
+				quota.reason, quota.retry = cmp.Or(quota.reason, why), max(quota.retry, wait)
+			} else {
+				over = true
+				reason, retry = cmp.Or(reason, why), max(retry, wait)
 			}
 		}
 		degraded = degraded || res == metrics.ResultStoreError
 		info.result[res].Inc()
+		if info.byDescriptor {
+			m.CountDescriptor(domain, ds.rule.Name, ds.rule.MetricLabel(sc.entriesOf(descriptors[i])), res)
+		}
+	}
+	// Every quota descriptor over the limit refuses the request; so does a
+	// decision that charged nothing (a bucket drained since the check).
+	refusedByStore := len(sc.enforced.req.Items) > 0 && sc.enforced.err == nil && !sc.enforced.out.Allowed
+	if quota.total > 0 && (quota.over == quota.total || refusedByStore) {
+		over = true
+		reason, retry = cmp.Or(reason, quota.reason), max(retry, quota.retry)
 	}
 	if over {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -89,6 +116,14 @@ func (sc *scratch) respond(domain string, t *ruleTable, m *metrics.Metrics) *rls
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: HeaderDegraded, Value: "store-error"})
 	}
 	return resp
+}
+
+// quotaTally counts a request's quota descriptors (quota.go) and how many
+// are over the limit, with the reason and wait of those.
+type quotaTally struct {
+	total, over int
+	reason      string
+	retry       int64
 }
 
 // status fills st's remaining tokens and reset time from the store's answer

@@ -32,6 +32,9 @@ type ruleInfo struct {
 	fallback     prometheus.Counter
 	storeErrorOK prometheus.Counter
 	storeErrorNo prometheus.Counter // answered OVER_LIMIT
+	// byDescriptor: the rule's decisions are also counted by descriptor
+	// (policy.Rule.DescriptorMetric, bounded by metrics.CountDescriptor).
+	byDescriptor bool
 }
 
 func (s *Service) ruleTable(pol *policy.Policy) *ruleTable {
@@ -49,12 +52,11 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 	for _, d := range pol.Domains() {
 		t.noRule[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultNoRule)
 		for _, r := range pol.Rules(d) {
-			info := &ruleInfo{limit: &rlsv3.RateLimitResponse_RateLimit{Name: r.Name}, result: map[string]prometheus.Counter{}}
+			info := &ruleInfo{limit: currentLimit(r), result: map[string]prometheus.Counter{}, byDescriptor: r.DescriptorMetric()}
 			for _, res := range []string{metrics.ResultOK, metrics.ResultOverLimit, metrics.ResultRefused, metrics.ResultShadowOverLimit, metrics.ResultStoreError} {
 				info.result[res] = m.Decisions.WithLabelValues(d, r.Name, res)
 			}
-			if !r.Unlimited {
-				info.limit.RequestsPerUnit, info.limit.Unit = envoyRate(r.Version.Params.Rate())
+			if r.HasBucket() {
 				info.capacity = float64(r.Version.Params.Capacity())
 				info.remaining = m.Remaining.WithLabelValues(d, r.Name)
 				mode := r.OnStoreError.String()
@@ -68,6 +70,20 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 		}
 	}
 	return t
+}
+
+// currentLimit is what the rule's statuses say in current_limit: the
+// file's requests_per_unit and unit when it gave them, else the refill rate
+// in the closest Envoy unit.
+func currentLimit(r *policy.Rule) *rlsv3.RateLimitResponse_RateLimit {
+	l := &rlsv3.RateLimitResponse_RateLimit{Name: r.Limit.Name}
+	switch {
+	case r.Limit.Given:
+		l.RequestsPerUnit, l.Unit = r.Limit.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(r.Limit.Unit)
+	case r.HasBucket():
+		l.RequestsPerUnit, l.Unit = envoyRate(r.Version.Params.Rate())
+	}
+	return l
 }
 
 // countStoreError counts a descriptor of the rule whose store failed, by

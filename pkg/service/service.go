@@ -132,21 +132,28 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	for i := range rules {
 		rules[i] = sc.descs[i].rule
 	}
-	resp := sc.respond(domain, table, s.opts.Metrics)
+	resp := sc.respond(domain, descriptors, table, s.opts.Metrics)
 	// A store call that timed out may have charged: tell the store whether
 	// the request went through on on_store_error's answer (a shadow rule's
 	// charge stands, as it does when the store answers).
-	var amb store.Ambiguous
-	if errors.As(sc.enforced.err, &amb) {
-		amb.Resolve(resp.OverallCode == rlsv3.RateLimitResponse_OK)
-	}
-	if errors.As(sc.shadow.err, &amb) {
-		amb.Resolve(true)
-	}
+	resolve(sc.enforced.err, resp.OverallCode == rlsv3.RateLimitResponse_OK)
+	resolve(sc.shadow.err, true)
 	if s.opts.Candidate != nil {
 		s.decideCandidate(ctx, now, pol, domain, descriptors, hits, sc)
 	}
 	return resp
+}
+
+// resolve tells a store whose call may have charged (store.Ambiguous)
+// whether the request went through.
+func resolve(err error, passed bool) {
+	if err == nil {
+		return // before errors.As: its target would escape, an allocation per request
+	}
+	var amb store.Ambiguous
+	if errors.As(err, &amb) {
+		amb.Resolve(passed)
+	}
 }
 
 // logStoreFailure logs the store's failure of this request, unless a line

@@ -10,6 +10,11 @@
 // slow poll catches changes no event reports (a symlink into another
 // directory).
 //
+// The path may also be a directory of policy files (policy.ReadFiles):
+// the directory itself is watched, and an event on any of its *.yaml files
+// or its "..data" reloads the whole set; a set with one bad file is
+// refused whole.
+//
 // Reload re-reads the file on request (tokengate calls it on SIGHUP), for
 // when events are missed or turned off.
 //

@@ -59,7 +59,8 @@ func TestNewRefusesNamedPipe(t *testing.T) {
 			t.Fatalf("New(%s): %v", filepath.Base(path), err)
 		}
 	}
-	if err := within(t, "New", func() error { _, err := New(Options{Path: dir, Clock: new(clock.Fake)}); return err }); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "directory") {
+	// A directory is a set of policy files: its pipe is refused the same.
+	if err := within(t, "New", func() error { _, err := New(Options{Path: dir, Clock: new(clock.Fake)}); return err }); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "named pipe") {
 		t.Fatalf("New(directory): %v", err)
 	}
 }
@@ -114,7 +115,7 @@ func TestFailureReason(t *testing.T) {
 		{"missing", filepath.Join(dir, "missing.yaml"), ReasonRead},
 		{"invalid", bad, ReasonInvalid},
 		{"named pipe", fifo, ReasonNotRegular},
-		{"directory", dir, ReasonNotRegular},
+		{"directory with a bad file", dir, ReasonInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string

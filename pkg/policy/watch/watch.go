@@ -2,18 +2,15 @@ package watch
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -49,15 +46,15 @@ const (
 )
 
 // ErrNotRegular is the error, wrapped in an *fs.PathError, of a policy
-// path that is not a regular file once symlinks are followed: a named
-// pipe, a directory, a socket or a device.
-var ErrNotRegular = errors.New("not a regular file")
+// file that is not a regular file once symlinks are followed: a named
+// pipe, a socket or a device (policy.ErrNotRegular).
+var ErrNotRegular = policy.ErrNotRegular
 
 // Reasons a reload fails, the values of the "reason" label of
 // tokengate_policy_reload_failures_total.
 const (
-	// ReasonNotRegular: the path is a named pipe, directory, socket or
-	// device (ErrNotRegular); it was not read.
+	// ReasonNotRegular: the path, or a file of its directory, is a named
+	// pipe, socket or device (ErrNotRegular); it was not read.
 	ReasonNotRegular = "not_regular_file"
 	// ReasonRead: the file could not be opened or read (missing,
 	// permission denied).
@@ -88,7 +85,9 @@ type Hook func(result Result, p *policy.Policy, err error)
 
 // Options configure a Watcher.
 type Options struct {
-	// Path is the policy file; it may be a symlink (a ConfigMap mount).
+	// Path is the policy file, or a directory of them (policy.ReadFiles:
+	// a change to any of its *.yaml files reloads the set); either may be
+	// a symlink (a ConfigMap mount).
 	Path string
 	// Clock must be the clock the store reads: new rule versions take
 	// effect at its reading when the file is compiled.
@@ -120,6 +119,7 @@ type Options struct {
 type Watcher struct {
 	opts    Options
 	path    string // absolute, cleaned
+	dir     bool   // path is a directory of policy files
 	current atomic.Pointer[policy.Policy]
 	fs      *fsnotify.Watcher
 	close   sync.Once
@@ -152,15 +152,18 @@ func New(opts Options) (*Watcher, error) {
 		return nil, fmt.Errorf("watch: policy path %q: %w", opts.Path, err)
 	}
 	w := &Watcher{opts: opts, path: path}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		w.dir = true
+	}
 	if err := w.Reload(); err != nil && !opts.Optional {
 		return nil, err
 	}
 	if w.fs, err = fsnotify.NewWatcher(); err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
-	if err := w.fs.Add(filepath.Dir(path)); err != nil {
+	if err := w.fs.Add(w.watched()); err != nil {
 		w.fs.Close()
-		return nil, fmt.Errorf("watch: watching %s: %w", filepath.Dir(path), err)
+		return nil, fmt.Errorf("watch: watching %s: %w", w.watched(), err)
 	}
 	return w, nil
 }
@@ -223,14 +226,30 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// concerns reports whether ev may have changed the policy file: an event
-// on the file itself or on the "..data" symlink of a Kubernetes volume.
+// watched is the directory fsnotify watches: the policy directory, or the
+// policy file's.
+func (w *Watcher) watched() string {
+	if w.dir {
+		return w.path
+	}
+	return filepath.Dir(w.path)
+}
+
+// concerns reports whether ev may have changed the policy: an event on the
+// file itself (for a directory, on any of its policy files) or on the
+// "..data" symlink of a Kubernetes volume.
 func (w *Watcher) concerns(ev fsnotify.Event) bool {
-	if ev.Op == fsnotify.Chmod {
+	if ev.Op == fsnotify.Chmod || filepath.Dir(ev.Name) != w.watched() {
 		return false
 	}
 	name := filepath.Base(ev.Name)
-	return filepath.Dir(ev.Name) == filepath.Dir(w.path) && (name == filepath.Base(w.path) || name == "..data")
+	if name == "..data" {
+		return true
+	}
+	if w.dir {
+		return policy.InSet(name)
+	}
+	return name == filepath.Base(w.path)
 }
 
 // Close stops watching; Current keeps returning the last policy.
@@ -240,8 +259,8 @@ func (w *Watcher) Close() error {
 	return err
 }
 
-// Reload re-reads the file now. When its content differs from the last
-// tried it is compiled against the serving policy and, if good, swapped in
+// Reload re-reads the file (or the directory's files) now. When the
+// content differs from the last tried it is compiled against the serving policy and, if good, swapped in
 // and activated; a bad file leaves the serving policy in place and is
 // returned as the error. Content already tried (good or bad) is skipped
 // and returns nil, so a bad file is reported once, not on every poll.
@@ -249,7 +268,7 @@ func (w *Watcher) Reload() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	cur := w.current.Load()
-	data, err := readFile(w.path)
+	files, err := policy.ReadFiles(w.opts.Path)
 	if err != nil {
 		err = fmt.Errorf("read policy: %w", err)
 		if w.seen == err.Error() {
@@ -263,7 +282,7 @@ func (w *Watcher) Reload() error {
 		w.refused(cur, err)
 		return err
 	}
-	sum := sha256.Sum256(data)
+	sum := policy.FilesSHA256(w.opts.Path, files)
 	seen := hex.EncodeToString(sum[:])
 	if w.seen == seen {
 		return nil
@@ -273,7 +292,7 @@ func (w *Watcher) Reload() error {
 		w.opts.Logger.Info("policy file is back to the content serving", SourceKey, w.path, "sha256", seen)
 		return nil
 	}
-	p, err := w.opts.Compiler.Compile(w.opts.Path, data, cur, w.opts.Clock.Now())
+	p, err := w.opts.Compiler.CompileFiles(w.opts.Path, files, cur, w.opts.Clock.Now())
 	if err != nil {
 		w.refused(cur, err)
 		return err
@@ -329,45 +348,5 @@ func (w *Watcher) refused(cur *policy.Policy, err error) {
 	w.opts.Logger.Error("policy refused; the last good policy keeps serving", attrs...)
 	if w.opts.OnReload != nil {
 		w.opts.OnReload(Failure, cur, err)
-	}
-}
-
-// readFile reads a regular file (a symlink is followed), at most one byte
-// more than policy.MaxFileSize, enough for Parse to refuse a file that is
-// too large without reading all of it. Anything else at path is refused
-// with ErrNotRegular before a byte is read: reading a named pipe blocks
-// until someone writes to it, and a device never ends. The file is opened
-// non-blocking (which a regular file ignores) and checked through the open
-// descriptor, so a pipe put there between a check and the open cannot
-// block either.
-func readFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, fileKind(fi.Mode()))}
-	}
-	return io.ReadAll(io.LimitReader(f, policy.MaxFileSize+1))
-}
-
-// fileKind names what a non-regular file is, for the refusal.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	default:
-		return "mode " + m.Type().String()
 	}
 }

@@ -29,7 +29,7 @@ domains:
 `, revision, 100+revision)
 }
 
-var badFile = []byte("revision: 99\ndomains:\n  edge:\n    - name: per-user\n      match: [{key: user_id}]\n      capacity: 0\n      refill: 10/q\n")
+var badFile = []byte("revision: 99\ndomains:\n  edge:\n    - name: per-user\n      match: [{key: user_id}]\n      capacity: -1\n      refill: 10/q\n")
 
 // reloads records what the hook hears.
 type reloads struct {
@@ -207,12 +207,7 @@ func TestConfigMapSwap(t *testing.T) {
 			t.Fatal(err)
 		}
 		write(t, filepath.Join(dir, ts, "policy.yaml"), policyFile(rev))
-		if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
-			t.Fatal(err)
-		}
+		swapData(t, dir, ts)
 		if rev > 1 {
 			old := fmt.Sprintf("..2026_01_01_00_00_%02d.%d", rev-1, rev-1)
 			if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
@@ -229,6 +224,18 @@ func TestConfigMapSwap(t *testing.T) {
 	for rev := 2; rev <= 4; rev++ {
 		publish(rev)
 		f.waitRevision(t, int64(rev))
+	}
+}
+
+// swapData points dir's ..data at ts as the kubelet does: a new
+// ..data_tmp symlink renamed over ..data.
+func swapData(t *testing.T, dir, ts string) {
+	t.Helper()
+	if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -272,7 +279,7 @@ func TestInvalidFileKeepsLastGood(t *testing.T) {
 	good := f.w.Current()
 	write(t, path, badFile)
 	// Both issues of the file come in one refusal.
-	f.waitFailure(t, `domain "edge" rule "per-user": capacity 0 out of range [1, 1000000000000000]
+	f.waitFailure(t, `domain "edge" rule "per-user": capacity -1 out of range [1, 1000000000000000]
 `+path+`:7: domain "edge" rule "per-user": refill: rate "10/q"`)
 	if f.w.Current() != good || f.successes() != "1" {
 		t.Fatal("a bad file replaced the policy")

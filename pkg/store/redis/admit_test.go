@@ -420,7 +420,7 @@ func TestAdmitShedIsNotABreakerFailure(t *testing.T) {
 func TestHeavyTimeoutIsNotABreakerFailure(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
-	s := newStore(t, c, Options{Timeout: 20 * time.Millisecond, Breaker: BreakerOptions{Failures: 2}})
+	s := newStore(t, c, Options{Timeout: 20 * time.Millisecond, Breaker: BreakerOptions{Failures: 2, Window: -1}})
 	v := storetest.Version(t, 1, 10, "1/s")
 	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // anchors the clock, loads the code
 	heavy := make([]store.Item, 8)

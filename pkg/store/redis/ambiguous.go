@@ -103,7 +103,9 @@ func (a *ambiguous) settle(passed bool) string {
 		return "kept"
 	}
 	if err := a.refund(); err != nil {
-		a.s.opts.Logger.Warn("redis: refund of a request charged after its timeout failed; the charge stays", slog.String("error", err.Error()))
+		// Counted, not logged at warn: refunds fail when Redis does,
+		// which the breaker and the service already log.
+		a.s.opts.Logger.Debug("redis: refund of a request charged after its timeout failed; the charge stays", slog.String("error", err.Error()))
 		return "refund_failed"
 	}
 	return "refunded"

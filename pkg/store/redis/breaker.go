@@ -19,6 +19,14 @@ type BreakerOptions struct {
 	// the network or this process) that times out every call in flight is
 	// one failure, not one per call.
 	Failures int
+	// Window is the least time from the first of those failures to the
+	// one that opens the circuit [200ms]: a stall of Redis or of this
+	// host (a busy machine, a GC pause) times calls out for tens of
+	// milliseconds, and an open circuit would answer every request by
+	// on_store_error for a whole backoff on top of it; an outage lasts
+	// longer. Until then failing calls each wait their timeout. Below
+	// zero, no window.
+	Window time.Duration
 	// MinBackoff is the first open period [100ms]; each failed probe
 	// doubles it, up to MaxBackoff [5s].
 	MinBackoff, MaxBackoff time.Duration
@@ -37,6 +45,7 @@ type breaker struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	fails   int
+	first   time.Time // when the first of the failures in a row was seen
 	counted time.Time // when the last counted failure was seen
 	open    bool
 	until   time.Time // end of the backoff
@@ -48,6 +57,9 @@ type breaker struct {
 func newBreaker(o BreakerOptions, log *slog.Logger, gauge prometheus.Gauge) *breaker {
 	if o.Failures <= 0 {
 		o.Failures = 3
+	}
+	if o.Window == 0 {
+		o.Window = 200 * time.Millisecond
 	}
 	if o.MinBackoff <= 0 {
 		o.MinBackoff = 100 * time.Millisecond
@@ -91,13 +103,16 @@ func (b *breaker) failure(err error, started time.Time) {
 		return
 	}
 	b.counted = b.now()
+	if b.fails == 0 {
+		b.first = b.counted
+	}
 	b.fails++
 	opened := false
 	switch {
 	case b.open && b.probing:
 		b.probing = false
 		b.backoff = min(2*b.backoff, b.opts.MaxBackoff)
-	case !b.open && b.fails >= b.opts.Failures:
+	case !b.open && b.fails >= b.opts.Failures && b.counted.Sub(b.first) >= b.opts.Window:
 		b.open, b.backoff, b.since = true, b.opts.MinBackoff, b.now()
 		b.gauge.Set(1)
 		opened = true

@@ -22,7 +22,7 @@ import (
 // failure doubles the backoff.
 func TestBreaker(t *testing.T) {
 	now := time.Unix(0, 0)
-	b := newBreaker(BreakerOptions{Failures: 2, MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond},
+	b := newBreaker(BreakerOptions{Failures: 2, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
 	b.now = func() time.Time { return now }
 	fail := errors.New("down")
@@ -60,7 +60,7 @@ func TestBreaker(t *testing.T) {
 // started after a counted failure counts again.
 func TestBreakerCountsAStallOnce(t *testing.T) {
 	now := time.Unix(0, 0)
-	b := newBreaker(BreakerOptions{Failures: 3}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
+	b := newBreaker(BreakerOptions{Failures: 3, Window: -1}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
 	b.now = func() time.Time { return now }
 	fail := errors.New("timeout")
 	started := now
@@ -81,12 +81,44 @@ func TestBreakerCountsAStallOnce(t *testing.T) {
 	}
 }
 
+// TestBreakerWindow: failures in a row open the circuit only once they
+// span the window, so a short stall never opens it; a success in between
+// starts over.
+func TestBreakerWindow(t *testing.T) {
+	now := time.Unix(0, 0)
+	b := newBreaker(BreakerOptions{Failures: 3}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
+	b.now = func() time.Time { return now }
+	fail := errors.New("timeout")
+	step := func(d time.Duration) {
+		started := now
+		now = now.Add(d)
+		b.failure(fail, started)
+	}
+	for range 5 { // 75ms of failures in a row: a stall
+		step(15 * time.Millisecond)
+	}
+	if !b.allow() {
+		t.Fatal("failures over 75ms opened the circuit")
+	}
+	b.success()
+	for range 14 { // the last 195ms after the first of these
+		step(15 * time.Millisecond)
+	}
+	if !b.allow() {
+		t.Fatal("failures over less than the 200ms window opened the circuit")
+	}
+	step(15 * time.Millisecond)
+	if b.allow() {
+		t.Fatal("failures over 210ms left the circuit closed")
+	}
+}
+
 // TestRedisDown: a dead Redis fails fast with ErrUnavailable once the
 // circuit opens, and a live one is used again after a successful ping.
 func TestRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
-	s := newStore(t, c, Options{Timeout: 50 * time.Millisecond, Breaker: BreakerOptions{MinBackoff: time.Hour}})
+	s := newStore(t, c, Options{Timeout: 50 * time.Millisecond, Breaker: BreakerOptions{Window: -1, MinBackoff: time.Hour}})
 	v := storetest.Version(t, 1, 10, "1/s")
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
 	srv.Kill()

@@ -121,7 +121,7 @@ func TestWatchStops(t *testing.T) {
 func TestBreakerLogsChanges(t *testing.T) {
 	now := time.Unix(0, 0)
 	var logs logBuffer
-	b := newBreaker(BreakerOptions{Failures: 3, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
+	b := newBreaker(BreakerOptions{Failures: 3, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
 		logs.logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
 	b.now = func() time.Time { return now }
 	fail := errors.New("down")

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tokengate/tokengate/pkg/policy"
+)
+
+// importCmd is `tokengate import [-o FILE] FILE|DIR`: an envoyproxy/ratelimit
+// configuration (a file, or a directory of them) written as a native
+// policy that decides the same, on stdout or to FILE, with every semantic
+// difference from the reference reported on stderr.
+func importCmd(args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("import", pflag.ContinueOnError)
+	out := fs.StringP("output", "o", "", "write the native policy to this file instead of stdout")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: tokengate import [-o FILE] FILE|DIR")
+	}
+	path := fs.Arg(0)
+	files, err := policy.ReadFiles(path)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if !policy.IsReference(f.Data) {
+			return fmt.Errorf("import: %s is not in envoyproxy/ratelimit's format (no top-level domain)", f.Name)
+		}
+	}
+	p, err := policy.ParseFiles(path, files)
+	if err != nil {
+		return err
+	}
+	data, err := p.NativeYAML()
+	if err != nil {
+		return err
+	}
+	data = append([]byte("# tokengate policy imported from "+path+" (envoyproxy/ratelimit format) by `tokengate import`.\n"), data...)
+	if *out != "" {
+		err = os.WriteFile(*out, data, 0o644)
+	} else {
+		_, err = stdout.Write(data)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "tokengate import: %s: how the imported policy answers differently from envoyproxy/ratelimit:\n", path)
+	for _, line := range p.ImportReport() {
+		fmt.Fprintf(stderr, "  - %s\n", line)
+	}
+	return nil
+}

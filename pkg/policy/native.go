@@ -1,0 +1,162 @@
+package policy
+
+// Writing a policy back in tokengate's own format: what `tokengate import`
+// prints for a set of envoyproxy/ratelimit files. Every compiled rule,
+// the not_limited stops included, is written in order with the fields
+// that give the same decisions (TestImportRoundTrip checks it), so that
+// loading the output and loading the input decide alike.
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+type nativeDoc struct {
+	Revision     int64                   `yaml:"revision,omitempty"`
+	RequestIDKey string                  `yaml:"request_id_key,omitempty"`
+	Domains      map[string][]nativeRule `yaml:"domains"`
+}
+
+type nativeRule struct {
+	Name         string        `yaml:"name"`
+	Match        []nativeEntry `yaml:"match,flow"`
+	Unlimited    bool          `yaml:"unlimited,omitempty"`
+	NotLimited   bool          `yaml:"not_limited,omitempty"`
+	Capacity     *int64        `yaml:"capacity,omitempty"`
+	Refill       string        `yaml:"refill,omitempty"`
+	Cost         *int64        `yaml:"cost,omitempty"`
+	MaxCost      *int64        `yaml:"max_cost,omitempty"`
+	OnResize     string        `yaml:"on_resize,omitempty"`
+	OnStoreError string        `yaml:"on_store_error,omitempty"`
+	Shadow       bool          `yaml:"shadow,omitempty"`
+	Quota        bool          `yaml:"quota,omitempty"`
+	CurrentLimit *nativeLimit  `yaml:"current_limit,omitempty"`
+	Replaces     []string      `yaml:"replaces,omitempty,flow"`
+}
+
+type nativeEntry struct {
+	Key     string `yaml:"key"`
+	Value   string `yaml:"value,omitempty"`
+	Literal bool   `yaml:"literal,omitempty"`
+	Shared  bool   `yaml:"shared,omitempty"`
+	Metric  bool   `yaml:"metric,omitempty"`
+}
+
+type nativeLimit struct {
+	RequestsPerUnit *uint32 `yaml:"requests_per_unit,omitempty"`
+	Unit            string  `yaml:"unit,omitempty"`
+	Name            *string `yaml:"name,omitempty"`
+}
+
+// unitPeriods are refill periods, as bucket.ParseRate reads them, that
+// say a unit as the reference counts it.
+var unitPeriods = map[Unit]string{UnitSecond: "s", UnitMinute: "m", UnitHour: "h", UnitDay: "d", UnitWeek: "7d", UnitMonth: "30d", UnitYear: "365d"}
+
+// NativeYAML writes p in tokengate's own format. Front doors are not
+// written (a reference file has none).
+func (p *Policy) NativeYAML() ([]byte, error) {
+	doc := nativeDoc{Revision: p.revision, RequestIDKey: p.requestIDKey, Domains: make(map[string][]nativeRule, len(p.names))}
+	for _, name := range p.names {
+		rules := make([]nativeRule, 0, len(p.domains[name].rules))
+		for _, r := range p.domains[name].rules {
+			rules = append(rules, nativeOf(r))
+		}
+		doc.Domains[name] = rules
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), enc.Close()
+}
+
+func nativeOf(r *Rule) nativeRule {
+	nr := nativeRule{Name: r.Name, Unlimited: r.Unlimited, NotLimited: r.NotLimited, Shadow: r.Shadow, Quota: r.Quota, Replaces: r.Replaces}
+	for _, m := range r.Match {
+		e := nativeEntry{Key: m.Key, Shared: m.Shared, Metric: m.Metric, Literal: m.Kind == MatchExact && strings.Contains(m.Value, "*")}
+		if m.Kind != MatchAny {
+			e.Value = m.written()
+		} else if m.Shared {
+			e.Value = "*"
+		}
+		nr.Match = append(nr.Match, e)
+	}
+	if r.Unlimited || r.NotLimited {
+		return nr
+	}
+	l := &nativeLimit{}
+	if r.Limit.Given {
+		rpu := r.Limit.RequestsPerUnit
+		l.RequestsPerUnit, l.Unit = &rpu, r.Limit.Unit.String()
+	}
+	if r.Limit.Name != r.Name {
+		name := r.Limit.Name
+		l.Name = &name
+	}
+	if *l != (nativeLimit{}) {
+		nr.CurrentLimit = l
+	}
+	if r.Deny {
+		zero := int64(0)
+		nr.Capacity = &zero
+		return nr
+	}
+	pr := r.params
+	if r.Version != nil {
+		pr = r.Version.Params
+	}
+	capacity := pr.Capacity()
+	nr.Capacity = &capacity
+	nr.Refill = pr.Rate().String()
+	if per, ok := unitPeriods[r.Limit.Unit]; ok && r.Limit.Given {
+		nr.Refill = strconv.FormatUint(uint64(r.Limit.RequestsPerUnit), 10) + "/" + per
+	}
+	if r.Cost != 1 {
+		nr.Cost = &r.Cost
+	}
+	if r.MaxCost != capacity {
+		nr.MaxCost = &r.MaxCost
+	}
+	if r.OnResize != 0 {
+		nr.OnResize = r.OnResize.String()
+	}
+	if r.OnStoreError != StoreErrorDeny {
+		nr.OnStoreError = r.OnStoreError.String()
+	}
+	return nr
+}
+
+// ImportReport lists every way p, compiled from envoyproxy/ratelimit
+// files, answers differently from the reference, one finding a line:
+// the differences of the format as a whole, then those of its rules and
+// the file's warnings (fields tokengate reads but does not act on).
+func (p *Policy) ImportReport() []string {
+	out := []string{
+		"every limit is a token bucket, not a fixed window: capacity requests_per_unit, refilled continuously at requests_per_unit per unit; a fresh burst gets the same answers, but there is no second burst at a window edge and spent requests come back gradually",
+		"limit_remaining is the bucket's whole tokens; duration_until_reset is the time until the bucket is full (OK) or until the request fits (OVER_LIMIT, also as retry-after), not the time to the window's end",
+		"a request's descriptors are decided together: when one is over the limit none is charged (the reference counts every hit, unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT), and an over-limit hit is never counted",
+		"a hits_addend above a limit's requests_per_unit is refused at once with x-tokengate-reason (OVER_LIMIT in both)",
+		"keys and values are compared apart: the reference joins them as key_value, so its descriptor key \"a_b\" value \"c\" also matches a config key \"a\" value \"b_c\"",
+		"a limit override Envoy sends in a descriptor (limit:) is ignored: the configured rule decides",
+		"quota_mode: as there, a request passes while one of its quota descriptors is within its limit, but the quota descriptors over it are not charged (such a request is decided twice, the second time without them)",
+		"descriptors the walk stops at without a limit are not_limited rules, written out here; statistics are tokengate's Prometheus metrics by domain and rule, not the reference's stats keys",
+	}
+	for _, name := range p.names {
+		for _, r := range p.domains[name].rules {
+			if r.Deny {
+				out = append(out, fmt.Sprintf("%s:%d: domain %q rule %q: requests_per_unit 0: OVER_LIMIT with x-tokengate-reason and no duration_until_reset (the reference gives the window's end)",
+					r.File, r.Line, r.Domain, r.Name))
+			}
+		}
+	}
+	for _, w := range p.warnings {
+		out = append(out, w.Error())
+	}
+	return out
+}

@@ -1,0 +1,76 @@
+package service
+
+// Quota descriptors (a rule with quota: true, the reference's quota_mode)
+// refuse a request only together: a request passes while one of its quota
+// descriptors can be covered and none of its other descriptors is refused.
+// The store decides all or nothing, so when it refuses a request only
+// because of quota descriptors while another quota descriptor could be
+// covered, the request is decided again with the uncovered ones at cost 0:
+// they are charged nothing and answer OVER_LIMIT for themselves. Which
+// ones is read from the first answer, so a repeat of a request id, which
+// replays that answer, leaves out the same ones and replays the second
+// answer too (under an id derived from the request's: nothing is charged
+// twice). A bucket drained between the two calls makes the second refuse
+// the request, never oversell. A quota descriptor refused before the store
+// (capacity 0, a cost above max_cost) counts as over the limit.
+
+import (
+	"context"
+	"crypto/sha256"
+
+	"github.com/tokengate/tokengate/pkg/store"
+)
+
+// isQuota reports whether ds is decided as a quota descriptor: its rule is
+// a quota rule that the store decides (not shadow).
+func (ds *desc) isQuota() bool {
+	return ds.rule != nil && ds.rule.Quota && !ds.rule.Shadow && (ds.rule.HasBucket() || ds.rule.Deny)
+}
+
+// decideWithoutOverQuotas decides the enforced descriptors again without
+// the quota descriptors the store could not cover, when they alone made it
+// refuse the request and another quota descriptor could be covered.
+func (sc *scratch) decideWithoutOverQuotas(ctx context.Context, st store.Store, now int64) {
+	e := &sc.enforced
+	if e.err != nil || e.out.Allowed || len(e.req.Items) == 0 {
+		return
+	}
+	covered := 0
+	for i := range sc.descs {
+		ds := &sc.descs[i]
+		if ds.item < 0 || ds.rule.Shadow {
+			continue
+		}
+		switch allowed := e.results[ds.item].Allowed; {
+		case !ds.isQuota() && !allowed:
+			return // refused for a limit of its own
+		case ds.isQuota() && allowed:
+			covered++
+		}
+	}
+	if covered == 0 {
+		return
+	}
+	for i := range sc.descs {
+		ds := &sc.descs[i]
+		if ds.isQuota() && ds.item >= 0 && !e.results[ds.item].Allowed {
+			ds.quotaOver = true
+			e.req.Items[ds.item].Cost = 0
+		}
+	}
+	if sc.hasID {
+		sc.quotaID = quotaRequestID(&sc.id)
+		e.req.ID = sc.quotaID.alias()
+	}
+	e.run(ctx, st, now)
+}
+
+// quotaRequestID is the id of a request's second decision, derived from
+// its id.
+func quotaRequestID(id *requestID) requestID {
+	h := sha256.New()
+	h.Write(id[:])
+	h.Write([]byte("quota"))
+	var sum [32]byte
+	return requestID(h.Sum(sum[:0])[:16])
+}

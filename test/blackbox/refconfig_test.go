@@ -1,0 +1,47 @@
+package blackbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tokengate/tokengate/test/tgproc"
+)
+
+// The binary serves a directory of envoyproxy/ratelimit files (the
+// reference's integration-test configuration, unchanged) and reloads it
+// when a file of it changes.
+func TestServeReferenceDirectory(t *testing.T) {
+	dir := t.TempDir()
+	src := "../../pkg/policy/testdata/envoyproxy/integration"
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgproc.WritePolicy(t, filepath.Join(dir, e.Name()), string(data))
+	}
+	p := start(t, "--policy", dir)
+	r := p.Ask(t, "basic", 1, tgproc.Descriptor("key1", "foo"))
+	if st := r.Statuses[0]; r.OverallCode != ok || st.LimitRemaining != 49 || st.CurrentLimit.GetRequestsPerUnit() != 50 || st.CurrentLimit.GetUnit().String() != "SECOND" {
+		t.Fatalf("basic key1: %v", r)
+	}
+	for i := range 21 {
+		r := p.Ask(t, "another", 1, tgproc.Descriptor("key2", "bar"))
+		if want := ok; i == 20 {
+			if r.OverallCode != over {
+				t.Fatalf("key2 #%d: %v", i, r)
+			}
+		} else if r.OverallCode != want || r.Statuses[0].LimitRemaining != uint32(19-i) {
+			t.Fatalf("key2 #%d: %v", i, r)
+		}
+	}
+	tgproc.WritePolicy(t, filepath.Join(dir, "reload.yaml"), "domain: reload\ndescriptors:\n  - key: block\n    rate_limit: {unit: second, requests_per_unit: 0}\n")
+	tgproc.Eventually(t, "the new file served", func() bool {
+		return p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")).OverallCode == over
+	})
+}
