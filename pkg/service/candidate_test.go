@@ -3,11 +3,13 @@ package service
 import (
 	"context"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tokengate/tokengate/pkg/candidate"
@@ -162,4 +164,102 @@ func TestCandidateAsync(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// TestCandidateSameAsLive: a candidate that is the live policy, on a store
+// of its own that starts as empty as the live one, decides every request
+// as the live policy does: every result of every rule counted as
+// tokengate_decisions_total counts it (ok, over_limit, refused,
+// shadow_over_limit, no_rule, an unlimited rule, a cost, a request id's
+// replay), and no disagreement.
+func TestCandidateSameAsLive(t *testing.T) {
+	f := newFixture(t, nil)
+	live := f.svc.opts.Policy()
+	cand, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand.Activate()
+	cm := withCandidate(t, f, live, cand)
+	id := descr("request_id", "r-1")
+	for i := range 12 {
+		f.call(t, 0, descr("user_id", "alice"))
+		f.call(t, 0, descr("user_id", "bob", "path", "/upload/a"), descr("user_id", "bob"))
+		f.call(t, 0, descr("remote_address", "10.0.0.1"), descr("user_id", "carol"))
+		f.call(t, 0, descr("path", "/healthz"), descr("nobody", "x"))
+		f.call(t, uint32(i), descr("tenant", "t"), id)
+		f.call(t, 0, descr("user_id", strings.Repeat("v", MaxValueBytes+1)))
+		f.clk.Add(300 * time.Millisecond)
+	}
+	live2, cand2 := gather(t, f.m.Decisions), gather(t, cm.Decisions)
+	for _, m := range []map[string]float64{live2, cand2} {
+		for k := range m {
+			if cand2[k] != live2[k] {
+				t.Errorf("%s: live %v, candidate %v", k, live2[k], cand2[k])
+			}
+		}
+	}
+	for _, k := range []string{"edge/per-user/over_limit", "edge/per-user/refused", "edge/shadow-ip/shadow_over_limit", "edge//no_rule", "edge/health/ok"} {
+		if live2[k] == 0 {
+			t.Errorf("%s never happened: the test proves less than it says", k)
+		}
+	}
+	if n := testutil.ToFloat64(cm.Disagreements.WithLabelValues("edge", metrics.LiveAllowedCandidateRejected)) +
+		testutil.ToFloat64(cm.Disagreements.WithLabelValues("edge", metrics.LiveRejectedCandidateAllowed)); n != 0 {
+		t.Fatalf("%v disagreements between a policy and itself", n)
+	}
+}
+
+// TestCandidateStoreFails: a failing candidate store counts store_error
+// and compares nothing; the live answer is the store's.
+func TestCandidateStoreFails(t *testing.T) {
+	f := newFixture(t, nil)
+	live := f.svc.opts.Policy()
+	cm := metrics.NewCandidate(prometheus.NewRegistry())
+	svc, err := New(Options{Policy: func() *policy.Policy { return live }, Store: f.store, Metrics: f.m, Clock: f.clk,
+		Candidate: &Candidate{Policy: func() *policy.Policy { return live }, Store: failing{},
+			Tracker: candidate.New(candidate.Options{Metrics: cm, Clock: f.clk})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc = svc
+	for range 7 {
+		f.call(t, 0, descr("user_id", "alice"))
+	}
+	if got := testutil.ToFloat64(cm.Decisions.WithLabelValues("edge", "per-user", metrics.ResultStoreError)); got != 7 {
+		t.Fatalf("candidate store_error %v, want 7", got)
+	}
+	if got := testutil.ToFloat64(f.m.Decisions.WithLabelValues("edge", "per-user", metrics.ResultOverLimit)); got != 2 {
+		t.Fatalf("live over_limit %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(f.m.StoreErrors.WithLabelValues("memory")); got != 0 {
+		t.Fatalf("the candidate's failures counted as the live store's: %v", got)
+	}
+	for _, k := range []string{metrics.LiveAllowedCandidateRejected, metrics.LiveRejectedCandidateAllowed} {
+		if v := testutil.ToFloat64(cm.Disagreements.WithLabelValues("edge", k)); v != 0 {
+			t.Fatalf("%s %v: a failed store's answer compared", k, v)
+		}
+	}
+}
+
+// gather is every sample of a domain, rule, result counter vector, by
+// "domain/rule/result".
+func gather(t *testing.T, v *prometheus.CounterVec) map[string]float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 256)
+	v.Collect(ch)
+	close(ch)
+	out := map[string]float64{}
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		l := map[string]string{}
+		for _, p := range pb.Label {
+			l[p.GetName()] = p.GetValue()
+		}
+		out[l["domain"]+"/"+l["rule"]+"/"+l["result"]] = pb.Counter.GetValue()
+	}
+	return out
 }
