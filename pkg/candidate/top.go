@@ -9,10 +9,9 @@ import (
 // topKey is one bucket's disagreements of one kind: the bucket (its rule's
 // row and its key's hash) of the policy that rejected.
 type topKey struct {
-	kind     Kind
-	liveSide bool // the bucket is the live policy's (it rejected)
-	row      *row
-	hash     uint64
+	kind Kind // its policy is the one that rejected (Kind.Rejecter)
+	row  *row
+	hash uint64
 }
 
 type topEntry struct {

@@ -42,6 +42,15 @@ var kindNames = [numKinds]string{metrics.LiveAllowedCandidateRejected, metrics.L
 
 func (k Kind) String() string { return kindNames[k] }
 
+// Rejecter is the policy that rejected the request: "live" or
+// "candidate".
+func (k Kind) Rejecter() string {
+	if k == LiveRejectedCandidateAllowed {
+		return "live"
+	}
+	return "candidate"
+}
+
 // Decision is one descriptor's decision under one policy.
 type Decision struct {
 	Rule   *policy.Rule // nil: no rule matched
@@ -110,12 +119,10 @@ type state struct {
 // row is one rule (or a domain's "no rule") of either policy.
 type row struct {
 	domain, rule string
-	live, cand   [numResults]atomicCounter
+	live, cand   [numResults]atomic.Uint64
 	disagreed    [numKinds]atomic.Uint64 // requests this rule's bucket decided the disagreement of
 	counters     [numResults]prometheus.Counter
 }
-
-type atomicCounter = atomic.Uint64
 
 // table maps the rules of one live policy and the candidate to their rows.
 type table struct {
@@ -131,42 +138,56 @@ type table struct {
 func (t *Tracker) Observe(now int64, live, cand *policy.Policy, req *Request) {
 	st := t.stateFor(cand, now)
 	tb := st.tableFor(t, live)
-	for _, d := range req.Live {
-		tb.row(live, req.Domain, d.Rule).live[d.Result].Add(1)
-	}
-	liveRejects, candRejects, comparable := false, false, true
-	for _, d := range req.Candidate {
-		r := tb.row(cand, req.Domain, d.Rule)
-		r.cand[d.Result].Add(1)
-		r.counters[d.Result].Inc()
-		candRejects = candRejects || d.Rejects()
-		comparable = comparable && d.Result != StoreError
-	}
-	for _, d := range req.Live {
-		liveRejects = liveRejects || d.Rejects()
-		comparable = comparable && d.Result != StoreError
-	}
-	if comparable {
+	liveRejects, liveOK := tb.count(live, req.Domain, req.Live, false)
+	candRejects, candOK := tb.count(cand, req.Domain, req.Candidate, true)
+	if liveOK && candOK {
 		st.compared.Add(1)
 		st.window.Add(1)
-		if liveRejects != candRejects {
-			kind, by, pol := LiveAllowedCandidateRejected, req.Candidate, cand
-			if liveRejects {
-				kind, by, pol = LiveRejectedCandidateAllowed, req.Live, live
-			}
-			st.disagreed[kind].Add(1)
-			st.windowDisagree[kind].Add(1)
-			tb.disagreement(req.Domain)[kind].Inc()
-			for _, d := range by {
-				if d.Rejects() {
-					r := tb.row(pol, req.Domain, d.Rule)
-					r.disagreed[kind].Add(1)
-					st.top.add(topKey{kind: kind, liveSide: liveRejects, row: r, hash: maphash.String(t.seed, d.Key)}, t.opts.TopBuckets)
-				}
-			}
+		switch {
+		case candRejects && !liveRejects:
+			t.disagree(st, tb, LiveAllowedCandidateRejected, cand, req.Domain, req.Candidate)
+		case liveRejects && !candRejects:
+			t.disagree(st, tb, LiveRejectedCandidateAllowed, live, req.Domain, req.Live)
 		}
 	}
 	t.summarise(st, now)
+}
+
+// count counts the decisions of one policy p (the candidate's also on
+// its metrics), and says whether they make the request OVER_LIMIT and
+// whether its store answered them all.
+func (tb *table) count(p *policy.Policy, domain string, ds []Decision, cand bool) (rejects, answered bool) {
+	answered = true
+	for _, d := range ds {
+		r := tb.row(p, domain, d.Rule)
+		if cand {
+			r.cand[d.Result].Add(1)
+			r.counters[d.Result].Inc()
+		} else {
+			r.live[d.Result].Add(1)
+		}
+		rejects = rejects || d.Rejects()
+		answered = answered && d.Result != StoreError
+	}
+	return rejects, answered
+}
+
+// disagree counts a disagreement of kind, decided by the rejecting
+// decisions ds of p: each one's rule and, when it has one, its bucket.
+func (t *Tracker) disagree(st *state, tb *table, kind Kind, p *policy.Policy, domain string, ds []Decision) {
+	st.disagreed[kind].Add(1)
+	st.windowDisagree[kind].Add(1)
+	tb.disagreement(domain)[kind].Inc()
+	for _, d := range ds {
+		if !d.Rejects() {
+			continue
+		}
+		r := tb.row(p, domain, d.Rule)
+		r.disagreed[kind].Add(1)
+		if d.Key != "" { // a descriptor refused before the store has no bucket
+			st.top.add(topKey{kind: kind, row: r, hash: maphash.String(t.seed, d.Key)}, t.opts.TopBuckets)
+		}
+	}
 }
 
 // stateFor is the record of cand, a fresh one when cand is new.

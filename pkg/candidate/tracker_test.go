@@ -155,3 +155,17 @@ func TestSummaryOncePerMinute(t *testing.T) {
 		t.Fatalf("lines %s", f.logs)
 	}
 }
+
+// TestRefusedHasNoBucket: a descriptor refused before the store (no key)
+// counts its disagreement for its rule, not for a bucket.
+func TestRefusedHasNoBucket(t *testing.T) {
+	f := newFixture(t, 0)
+	lr, cr := f.live.Rule("edge", "per-user"), f.cand.Rule("edge", "per-user")
+	f.tr.Observe(0, f.live, f.cand, &Request{Domain: "edge",
+		Live: []Decision{{Rule: lr, Result: OK, Key: "k"}}, Candidate: []Decision{{Rule: cr, Result: Refused}}})
+	v := f.tr.View(f.cand, 0)
+	if len(v.TopBuckets) != 0 || v.Disagreements[metrics.LiveAllowedCandidateRejected] != 1 ||
+		v.Rules[0].Disagreements[metrics.LiveAllowedCandidateRejected] != 1 {
+		t.Fatalf("view %+v", v)
+	}
+}

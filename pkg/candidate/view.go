@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -99,14 +100,14 @@ func (t *Tracker) View(cand *policy.Policy, now int64) View {
 		}
 	}
 	for _, b := range st.top.snapshot() {
-		v.TopBuckets = append(v.TopBuckets, BucketView{Domain: b.row.domain, Rule: b.row.rule, Policy: sideName(b.liveSide),
+		v.TopBuckets = append(v.TopBuckets, BucketView{Domain: b.row.domain, Rule: b.row.rule, Policy: b.kind.Rejecter(),
 			Bucket: hashString(b.hash), Kind: kindNames[b.kind], Disagreements: b.count, Overcount: b.over})
 	}
 	return v
 }
 
 // counts are the non-zero results of one side of a row.
-func counts(c *[numResults]atomicCounter) map[string]uint64 {
+func counts(c *[numResults]atomic.Uint64) map[string]uint64 {
 	out := map[string]uint64{}
 	for i := range c {
 		if n := c[i].Load(); n > 0 {
@@ -114,13 +115,6 @@ func counts(c *[numResults]atomicCounter) map[string]uint64 {
 		}
 	}
 	return out
-}
-
-func sideName(live bool) string {
-	if live {
-		return "live"
-	}
-	return "candidate"
 }
 
 func hashString(h uint64) string { return fmt.Sprintf("%016x", h) }
