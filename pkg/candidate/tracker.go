@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
@@ -70,13 +71,13 @@ type Request struct {
 	Live, Candidate []Decision
 }
 
-// Options configure a Tracker. Metrics and Clock are required.
+// Options configure a Tracker.
 type Options struct {
-	Metrics    *metrics.Candidate
-	Clock      interface{ Now() int64 } // the service's clock.Clock
-	Logger     *slog.Logger             // [slog.Default()]
-	LogEvery   time.Duration            // least time between two summaries [1m]
-	TopBuckets int                      // size of the top list [64]
+	Metrics    *metrics.Candidate // [registered nowhere]
+	Clock      clock.Clock        // the service's, for View's age of the record [monotonic]
+	Logger     *slog.Logger       // [slog.Default()]
+	LogEvery   time.Duration      // least time between two summaries [1m]
+	TopBuckets int                // size of the top list [64]
 }
 
 // Tracker hears both decisions of every request (see the package comment).
@@ -89,6 +90,12 @@ type Tracker struct {
 
 // New returns a Tracker with no candidate.
 func New(opts Options) *Tracker {
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewCandidate(prometheus.NewRegistry())
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.NewMonotonic()
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

@@ -65,6 +65,9 @@ func New(opts Options) (*Service, error) {
 	if opts.Policy == nil || opts.Store == nil || opts.Metrics == nil {
 		return nil, errors.New("service: Policy, Store and Metrics are required")
 	}
+	if c := opts.Candidate; c != nil && (c.Policy == nil || c.Store == nil || c.Tracker == nil) {
+		return nil, errors.New("service: a Candidate's Policy, Store and Tracker are required")
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.NewMonotonic()
 	}
