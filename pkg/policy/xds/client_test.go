@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokengate/tokengate/internal/tlstest"
+	"github.com/tokengate/tokengate/internal/xdstest"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -49,7 +50,7 @@ func subscribe(t *testing.T, addr string, tc *tls.Config) *subscriber {
 		t.Fatal(err)
 	}
 	s.c, err = New(Options{
-		Server: addr, NodeID: nodeID, NodeMetadata: map[string]any{"cluster": "edge", "zone": "a"}, TLS: tc,
+		Server: addr, NodeID: xdstest.NodeID, NodeMetadata: map[string]any{"cluster": "edge", "zone": "a"}, TLS: tc,
 		Publisher: pub, BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -98,13 +99,13 @@ func (s *subscriber) codes(t *testing.T, domain, user string, n int) string {
 }
 
 func TestSubscription(t *testing.T) {
-	m := startMgmt(t, "127.0.0.1:0", newCache(), nil)
-	m.set(t, "1", perUser("edge", 2, rlsconf.RateLimitUnit_MINUTE))
-	s := subscribe(t, m.addr, nil)
+	m := xdstest.Start(t, "127.0.0.1:0", nil)
+	m.Set(t, "1", xdstest.PerUser("edge", 2, rlsconf.RateLimitUnit_MINUTE))
+	s := subscribe(t, m.Addr, nil)
 
 	// The subscription: the type, the node, no version yet.
-	sub := m.next(t)
-	if sub.GetTypeUrl() != TypeURL || sub.GetNode().GetId() != nodeID || sub.GetVersionInfo() != "" {
+	sub := m.Next(t)
+	if sub.GetTypeUrl() != TypeURL || sub.GetNode().GetId() != xdstest.NodeID || sub.GetVersionInfo() != "" {
 		t.Fatalf("subscription: type %q node %q version %q", sub.GetTypeUrl(), sub.GetNode().GetId(), sub.GetVersionInfo())
 	}
 	if z := sub.GetNode().GetMetadata().GetFields()["zone"].GetStringValue(); z != "a" {
@@ -116,7 +117,7 @@ func TestSubscription(t *testing.T) {
 	if l.result != watch.Success {
 		t.Fatalf("initial config: %s %v", l.result, l.err)
 	}
-	if ack := m.reply(t); ack.GetVersionInfo() != "1" || ack.GetErrorDetail() != nil {
+	if ack := m.Reply(t); ack.GetVersionInfo() != "1" || ack.GetErrorDetail() != nil {
 		t.Fatalf("initial config: reply version %q error %v, want an ACK of 1", ack.GetVersionInfo(), ack.GetErrorDetail())
 	}
 	if err := s.c.Ready(); err != nil {
@@ -128,12 +129,12 @@ func TestSubscription(t *testing.T) {
 	v1 := l.p.Rules("edge")[0].Version
 
 	// An update: versions brought forward as by a file reload.
-	m.set(t, "2", perUser("edge", 3, rlsconf.RateLimitUnit_MINUTE))
+	m.Set(t, "2", xdstest.PerUser("edge", 3, rlsconf.RateLimitUnit_MINUTE))
 	l = s.next(t)
 	if l.result != watch.Success {
 		t.Fatalf("update: %s %v", l.result, l.err)
 	}
-	if ack := m.reply(t); ack.GetVersionInfo() != "2" || ack.GetErrorDetail() != nil {
+	if ack := m.Reply(t); ack.GetVersionInfo() != "2" || ack.GetErrorDetail() != nil {
 		t.Fatalf("update: reply version %q error %v, want an ACK of 2", ack.GetVersionInfo(), ack.GetErrorDetail())
 	}
 	v2 := l.p.Rules("edge")[0].Version
@@ -145,14 +146,14 @@ func TestSubscription(t *testing.T) {
 	}
 
 	// An invalid update: NACKed with the errors, the last good serves.
-	again := perUser("edge", 1, rlsconf.RateLimitUnit_SECOND)
+	again := xdstest.PerUser("edge", 1, rlsconf.RateLimitUnit_SECOND)
 	again.Name = "default/eg/edge-again"
-	m.set(t, "3", perUser("edge", 3, rlsconf.RateLimitUnit_UNKNOWN), again)
+	m.Set(t, "3", xdstest.PerUser("edge", 3, rlsconf.RateLimitUnit_UNKNOWN), again)
 	l = s.next(t)
 	if l.result != watch.Failure || l.p != s.c.Current() || s.c.Current().Rules("edge")[0].Version != v2 {
 		t.Fatalf("invalid update: %s, policy %p serving %p", l.result, l.p, s.c.Current())
 	}
-	nack := m.reply(t)
+	nack := m.Reply(t)
 	if nack.GetVersionInfo() != "2" || nack.GetErrorDetail() == nil {
 		t.Fatalf("invalid update: reply version %q error %v, want a NACK keeping 2", nack.GetVersionInfo(), nack.GetErrorDetail())
 	}
@@ -167,14 +168,14 @@ func TestSubscription(t *testing.T) {
 
 	// The management server restarts on the same address with a new
 	// snapshot: the client reconnects, resyncs and ACKs.
-	m.stop()
-	m2 := startMgmt(t, m.addr, newCache(), nil)
-	m2.set(t, "1", perUser("edge", 5, rlsconf.RateLimitUnit_MINUTE), perUser("api", 1, rlsconf.RateLimitUnit_HOUR))
+	m.Stop()
+	m2 := xdstest.Start(t, m.Addr, nil)
+	m2.Set(t, "1", xdstest.PerUser("edge", 5, rlsconf.RateLimitUnit_MINUTE), xdstest.PerUser("api", 1, rlsconf.RateLimitUnit_HOUR))
 	l = s.next(t)
 	if l.result != watch.Success || len(l.p.Domains()) != 2 {
 		t.Fatalf("after the restart: %s %v", l.result, l.err)
 	}
-	if ack := m2.reply(t); ack.GetVersionInfo() != "1" || ack.GetErrorDetail() != nil {
+	if ack := m2.Reply(t); ack.GetVersionInfo() != "1" || ack.GetErrorDetail() != nil {
 		t.Fatalf("after the restart: reply version %q error %v, want an ACK of 1", ack.GetVersionInfo(), ack.GetErrorDetail())
 	}
 	if v5 := l.p.Rules("edge")[0].Version; v5.Prev().ID != v2.ID {
@@ -187,16 +188,16 @@ func TestSubscription(t *testing.T) {
 
 // Before the first config the client serves no domain and is not ready.
 func TestNotReadyBeforeFirstConfig(t *testing.T) {
-	m := startMgmt(t, "127.0.0.1:0", newCache(), nil)
-	s := subscribe(t, m.addr, nil)
-	m.next(t) // subscribed; nothing to send yet
+	m := xdstest.Start(t, "127.0.0.1:0", nil)
+	s := subscribe(t, m.Addr, nil)
+	m.Next(t) // subscribed; nothing to send yet
 	if s.c.Ready() == nil {
 		t.Fatal("ready before any config")
 	}
 	if got := s.codes(t, "edge", "ann", 1); got != "OK" {
 		t.Fatalf("before any config: %s", got)
 	}
-	m.set(t, "1")
+	m.Set(t, "1")
 	if l := s.next(t); l.result != watch.Success || len(l.p.Domains()) != 0 {
 		t.Fatalf("an empty snapshot: %s %v", l.result, l.err)
 	}
@@ -215,14 +216,14 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := startMgmt(t, "127.0.0.1:0", newCache(), srvFiles.ServerConfig(true))
-	m.set(t, "1", perUser("edge", 1, rlsconf.RateLimitUnit_MINUTE))
+	m := xdstest.Start(t, "127.0.0.1:0", srvFiles.ServerConfig(true))
+	m.Set(t, "1", xdstest.PerUser("edge", 1, rlsconf.RateLimitUnit_MINUTE))
 
 	cliFiles, err := tlsfiles.Load(cliPair.CertFile, cliPair.KeyFile, serverCA.CAFile, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := subscribe(t, m.addr, cliFiles.ClientConfig("localhost"))
+	s := subscribe(t, m.Addr, cliFiles.ClientConfig("localhost"))
 	if l := s.next(t); l.result != watch.Success {
 		t.Fatalf("over mTLS: %s %v", l.result, l.err)
 	}

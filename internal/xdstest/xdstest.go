@@ -1,9 +1,8 @@
-package xds
-
-// A real go-control-plane management server, as Envoy Gateway runs one:
-// a SnapshotCache keyed by node id behind pkg/server/v3's ADS, on
-// 127.0.0.1. Every request a client sends (subscriptions, ACKs, NACKs)
-// goes to reqs.
+// Package xdstest runs a real go-control-plane management server for
+// tests, as Envoy Gateway runs one: a SnapshotCache keyed by node id
+// behind pkg/server/v3's ADS, on loopback. Every request a client sends
+// (subscriptions, ACKs, NACKs) is kept for the test to read (Next, Reply).
+package xdstest
 
 import (
 	"context"
@@ -24,24 +23,27 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-const nodeID = "envoy-ratelimit" // Envoy Gateway's
+// NodeID is the node the configs are served to: Envoy Gateway's.
+const NodeID = "envoy-ratelimit"
 
-type mgmt struct {
-	addr  string
+// Server is a management server.
+type Server struct {
+	Addr  string // host:port it listens on
 	cache cachev3.SnapshotCache
 	reqs  chan *discovery.DiscoveryRequest
 	srv   *grpc.Server
 }
 
-// startMgmt serves cache on addr ("127.0.0.1:0" for any port), with TLS
-// when tc is not nil, until stop or the test's end.
-func startMgmt(t *testing.T, addr string, cache cachev3.SnapshotCache, tc *tls.Config) *mgmt {
+// Start serves a new cache on addr ("127.0.0.1:0" for any port), with TLS
+// when tc is not nil, until Stop or the test's end.
+func Start(t *testing.T, addr string, tc *tls.Config) *Server {
 	t.Helper()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &mgmt{addr: l.Addr().String(), cache: cache, reqs: make(chan *discovery.DiscoveryRequest, 100)}
+	cache := cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)
+	m := &Server{Addr: l.Addr().String(), cache: cache, reqs: make(chan *discovery.DiscoveryRequest, 1000)}
 	var opts []grpc.ServerOption
 	if tc != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
@@ -49,7 +51,10 @@ func startMgmt(t *testing.T, addr string, cache cachev3.SnapshotCache, tc *tls.C
 	m.srv = grpc.NewServer(opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, r *discovery.DiscoveryRequest) error {
-		m.reqs <- proto.Clone(r).(*discovery.DiscoveryRequest)
+		select {
+		case m.reqs <- proto.Clone(r).(*discovery.DiscoveryRequest):
+		default: // nobody reads them
+		}
 		return nil
 	}}
 	discovery.RegisterAggregatedDiscoveryServiceServer(m.srv, serverv3.NewServer(ctx, cache, cb))
@@ -58,10 +63,11 @@ func startMgmt(t *testing.T, addr string, cache cachev3.SnapshotCache, tc *tls.C
 	return m
 }
 
-func (m *mgmt) stop() { m.srv.Stop() }
+// Stop stops serving: streams are cut, the address is free again.
+func (m *Server) Stop() { m.srv.Stop() }
 
-// set serves configs to nodeID as snapshot version.
-func (m *mgmt) set(t *testing.T, version string, cfgs ...*rlsconf.RateLimitConfig) {
+// Set serves configs to NodeID as snapshot version.
+func (m *Server) Set(t *testing.T, version string, cfgs ...*rlsconf.RateLimitConfig) {
 	t.Helper()
 	rs := make([]types.Resource, len(cfgs))
 	for i, c := range cfgs {
@@ -71,13 +77,13 @@ func (m *mgmt) set(t *testing.T, version string, cfgs ...*rlsconf.RateLimitConfi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.cache.SetSnapshot(context.Background(), nodeID, snap); err != nil {
+	if err := m.cache.SetSnapshot(context.Background(), NodeID, snap); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// next is the next request the server heard, within 10s.
-func (m *mgmt) next(t *testing.T) *discovery.DiscoveryRequest {
+// Next is the next request the server heard, within 10s.
+func (m *Server) Next(t *testing.T) *discovery.DiscoveryRequest {
 	t.Helper()
 	select {
 	case r := <-m.reqs:
@@ -88,23 +94,19 @@ func (m *mgmt) next(t *testing.T) *discovery.DiscoveryRequest {
 	}
 }
 
-// reply is the next request that answers a response (an ACK or a NACK),
+// Reply is the next request that answers a response (an ACK or a NACK),
 // skipping subscriptions.
-func (m *mgmt) reply(t *testing.T) *discovery.DiscoveryRequest {
+func (m *Server) Reply(t *testing.T) *discovery.DiscoveryRequest {
 	t.Helper()
 	for {
-		if r := m.next(t); r.GetResponseNonce() != "" {
+		if r := m.Next(t); r.GetResponseNonce() != "" {
 			return r
 		}
 	}
 }
 
-func newCache() cachev3.SnapshotCache {
-	return cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)
-}
-
-// perUser is a config of one domain limiting each user to rpu a minute.
-func perUser(domain string, rpu uint32, unit rlsconf.RateLimitUnit) *rlsconf.RateLimitConfig {
+// PerUser is a config of one domain limiting each user to rpu a minute.
+func PerUser(domain string, rpu uint32, unit rlsconf.RateLimitUnit) *rlsconf.RateLimitConfig {
 	return &rlsconf.RateLimitConfig{
 		Name: fmt.Sprintf("default/eg/%s", domain), Domain: domain,
 		Descriptors: []*rlsconf.RateLimitDescriptor{{
