@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -33,6 +34,16 @@ const TypeURL = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConf
 const (
 	DefaultBackoffMin = 500 * time.Millisecond
 	DefaultBackoffMax = 30 * time.Second
+)
+
+// A stream quiet for keepaliveTime is pinged, and given up when the ping is
+// not answered within keepaliveTimeout (a server gone without a FIN: its
+// node lost). No sooner: a gRPC server by default sends a client that
+// pings more often than every 5 minutes away (GOAWAY too_many_pings), and
+// Envoy Gateway's keeps that default.
+const (
+	keepaliveTime    = 5*time.Minute + 30*time.Second
+	keepaliveTimeout = 20 * time.Second
 )
 
 // Options configure a Client.
@@ -100,7 +111,9 @@ func New(opts Options) (*Client, error) {
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)
 	}
-	conn, err := grpc.NewClient(opts.Server, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(opts.Server, grpc.WithTransportCredentials(creds), grpc.WithKeepaliveParams(keepalive.ClientParameters{
+		Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: false,
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("xds: management server %q: %w", opts.Server, err)
 	}
