@@ -56,10 +56,10 @@ func NewCA(t testing.TB, name string) *CA {
 	return ca
 }
 
-// Server issues a server certificate for 127.0.0.1, ::1 and localhost
-// (and dnsNames), written to dir as name.pem and name-key.pem.
+// Server issues a server certificate for 127.0.0.1, ::1 and dnsNames
+// (such as "localhost"), written to dir as name.pem and name-key.pem.
 func (ca *CA) Server(t testing.TB, dir, name string, dnsNames ...string) Pair {
-	return ca.issue(t, dir, name, x509.ExtKeyUsageServerAuth, append([]string{"localhost"}, dnsNames...))
+	return ca.issue(t, dir, name, x509.ExtKeyUsageServerAuth, dnsNames)
 }
 
 // Client issues a client certificate whose common name is name.

@@ -67,7 +67,7 @@ func clientTLS(t *testing.T, ca string, pair *tlstest.Pair) credentials.Transpor
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "server")
-	first := ca.Server(t, dir, "tokengate")
+	first := ca.Server(t, dir, "tokengate", "localhost")
 	files, err := tlsfiles.Load(first.CertFile, first.KeyFile, "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestTLS(t *testing.T) {
 	if err != nil || got != first.Serial.Int64() {
 		t.Fatalf("over TLS: serial %d, %v; want %d", got, err, first.Serial)
 	}
-	second := ca.Server(t, dir, "tokengate")
+	second := ca.Server(t, dir, "tokengate", "localhost")
 	got, err = call(t, addr, clientTLS(t, ca.CAFile, nil))
 	if err != nil || got != second.Serial.Int64() {
 		t.Fatalf("after rotation: serial %d, %v; want %d", got, err, second.Serial)
@@ -95,7 +95,7 @@ func TestTLS(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	serverCA, clientCA, otherCA := tlstest.NewCA(t, "server"), tlstest.NewCA(t, "client"), tlstest.NewCA(t, "other")
-	pair := serverCA.Server(t, dir, "tokengate")
+	pair := serverCA.Server(t, dir, "tokengate", "localhost")
 	files, err := tlsfiles.Load(pair.CertFile, pair.KeyFile, clientCA.CAFile, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func TestXDSPolicySource(t *testing.T) {
 func TestGRPCMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	serverCA, clientCA := tlstest.NewCA(t, "server"), tlstest.NewCA(t, "client")
-	srv, cli := serverCA.Server(t, dir, "tokengate"), clientCA.Client(t, dir, "envoy")
+	srv, cli := serverCA.Server(t, dir, "tokengate", "localhost"), clientCA.Client(t, dir, "envoy")
 	p := start(t, "--grpc-tls-cert-file", srv.CertFile, "--grpc-tls-key-file", srv.KeyFile,
 		"--grpc-tls-client-ca-file", clientCA.CAFile, "--grpc-tls-require-client-cert")
 	files, err := tlsfiles.Load(cli.CertFile, cli.KeyFile, serverCA.CAFile, nil)

@@ -211,7 +211,7 @@ func TestNotReadyBeforeFirstConfig(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	serverCA, clientCA := tlstest.NewCA(t, "server"), tlstest.NewCA(t, "client")
-	srvPair, cliPair := serverCA.Server(t, dir, "mgmt"), clientCA.Client(t, dir, "ratelimit")
+	srvPair, cliPair := serverCA.Server(t, dir, "mgmt", "localhost"), clientCA.Client(t, dir, "ratelimit")
 	srvFiles, err := tlsfiles.Load(srvPair.CertFile, srvPair.KeyFile, clientCA.CAFile, nil)
 	if err != nil {
 		t.Fatal(err)
