@@ -34,6 +34,17 @@ type grpcTLSSettings struct {
 
 func (x xdsSettings) check(policyPath string) error {
 	if x.Server == "" {
+		// Not ignored in silence; --xds-force-start is left alone, as the
+		// reference's FORCE_START_WITHOUT_INITIAL_CONFIG may be set for any
+		// config type.
+		for _, f := range []struct{ name, value string }{
+			{"--xds-node-metadata", x.NodeMetadata}, {"--xds-ca-file", x.CAFile}, {"--xds-cert-file", x.CertFile},
+			{"--xds-key-file", x.KeyFile}, {"--xds-server-name", x.ServerName},
+		} {
+			if f.value != "" {
+				return fmt.Errorf("%s %q needs --xds-server", f.name, f.value)
+			}
+		}
 		return nil
 	}
 	if policyPath != "" {

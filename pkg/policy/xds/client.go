@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -181,10 +183,11 @@ func (c *Client) Run(ctx context.Context) error {
 // backoff is the wait before reconnection attempt n (from 0): BackoffMin
 // doubled n times, at most BackoffMax, jittered down by up to half.
 func (c *Client) backoff(n int) time.Duration {
-	d := c.opts.BackoffMax
-	if n < 32 {
-		d = min(c.opts.BackoffMin<<n, c.opts.BackoffMax)
+	d := c.opts.BackoffMin
+	for i := 0; i < n && d < c.opts.BackoffMax; i++ {
+		d *= 2 // below BackoffMax: no overflow
 	}
+	d = min(d, c.opts.BackoffMax)
 	return d/2 + rand.N(d/2+1)
 }
 
@@ -261,14 +264,18 @@ func (c *Client) again(ctx context.Context, r *refusal) error {
 	return r.err
 }
 
-// responseKey identifies a response's version and content.
+// responseKey identifies a response's version and content, whatever the
+// order of its resources (go-control-plane's cache sends them in map
+// order).
 func responseKey(resp *discovery.DiscoveryResponse) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00", resp.GetVersionInfo(), resp.GetTypeUrl())
+	sums := make([]string, 0, len(resp.GetResources()))
 	for _, a := range resp.GetResources() {
-		fmt.Fprintf(h, "%s\x00%d\x00", a.GetTypeUrl(), len(a.GetValue()))
-		h.Write(a.GetValue())
+		sum := sha256.Sum256(a.GetValue())
+		sums = append(sums, a.GetTypeUrl()+"\x00"+hex.EncodeToString(sum[:]))
 	}
+	slices.Sort(sums)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s", resp.GetVersionInfo(), resp.GetTypeUrl(), strings.Join(sums, "\x00"))
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -299,6 +306,9 @@ func (c *Client) apply(resp *discovery.DiscoveryResponse) error {
 	if len(files) == 0 {
 		files = append(files, noResources)
 	}
+	// In name order, so that one set sent in another order is the same
+	// policy (the same SHA-256).
+	slices.SortStableFunc(files, func(a, b policy.File) int { return strings.Compare(a.Name, b.Name) })
 	sum := policy.FilesSHA256(pub.Source(), files)
 	if cur := pub.Current(); cur != nil && cur.SHA256() == hex.EncodeToString(sum[:]) {
 		return nil // a resync of what serves

@@ -165,6 +165,16 @@ func TestSubscription(t *testing.T) {
 	if got := s.codes(t, "edge", "cat", 4); got != "OK OK OK OVER_LIMIT" {
 		t.Fatalf("after the NACK: %s", got)
 	}
+	// The cache answers a NACK by sending the same version again: NACKed
+	// again, after a backoff, and neither logged nor counted again.
+	if again := m.Reply(t); again.GetErrorDetail().GetMessage() != nack.GetErrorDetail().GetMessage() || again.GetVersionInfo() != "2" {
+		t.Fatalf("the resent version 3: reply version %q error %v", again.GetVersionInfo(), again.GetErrorDetail())
+	}
+	select {
+	case l := <-s.loads:
+		t.Fatalf("the resent version 3 was reported again: %s %v", l.result, l.err)
+	default:
+	}
 
 	// The management server restarts on the same address with a new
 	// snapshot: the client reconnects, resyncs and ACKs.
@@ -229,5 +239,36 @@ func TestMutualTLS(t *testing.T) {
 	}
 	if got := s.codes(t, "edge", "ann", 2); got != "OK OVER_LIMIT" {
 		t.Fatalf("over mTLS: %s", got)
+	}
+}
+
+func TestForceStart(t *testing.T) {
+	pub, err := watch.NewPublisher(watch.PublisherOptions{Source: Source("cp:18000"), Clock: new(clock.Fake)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{Server: "cp:18000", Publisher: pub, ForceStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ready(); err != nil {
+		t.Fatalf("forced: %v", err)
+	}
+	if p := c.Current(); p == nil || len(p.Domains()) != 0 {
+		t.Fatalf("before any config: %v", p)
+	}
+}
+
+// The reconnection wait doubles from BackoffMin to BackoffMax, each drawn
+// in the upper half, whatever the attempt.
+func TestBackoffBounded(t *testing.T) {
+	c := &Client{opts: Options{BackoffMin: 100 * time.Millisecond, BackoffMax: 3 * time.Second}}
+	for n := range 100 {
+		d := min(c.opts.BackoffMin<<min(n, 5), c.opts.BackoffMax)
+		for range 20 {
+			if got := c.backoff(n); got < d/2 || got > d {
+				t.Fatalf("attempt %d: waits %v, want within [%v, %v]", n, got, d/2, d)
+			}
+		}
 	}
 }
