@@ -1,8 +1,18 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
+
+	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tokengate/tokengate/internal/xdstest"
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy/watch"
 )
 
 // TestXDSAndTLSSettingsCheck: settings that cannot do what they say stop
@@ -33,5 +43,28 @@ func TestXDSAndTLSSettingsCheck(t *testing.T) {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestXDSPolicySourceKey: a policy from an xDS server is logged under
+// policy_source xds://host:port, like a file's under its path, and counted
+// as a reload.
+func TestXDSPolicySourceKey(t *testing.T) {
+	m := xdstest.Start(t, "127.0.0.1:0", nil)
+	m.Set(t, "1", xdstest.PerUser("edge", 1, rlsconf.RateLimitUnit_MINUTE))
+	tap := newLogTap()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	src, err := loadPolicy(ctx, settings{XDS: xdsSettings{Server: m.Addr, NodeID: xdstest.NodeID}}, clock.NewMonotonic(), metrics.New(reg), slog.New(tap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap.waitFor(t, "policy loaded")
+	if got := attrOf(tap.lines("policy loaded"), watch.SourceKey); got != "xds://"+m.Addr {
+		t.Errorf("%s=%q", watch.SourceKey, got)
+	}
+	if err := src.ready(); err != nil || src.file != nil || src.current().Rules("edge") == nil {
+		t.Errorf("ready %v, file %v, domains %v", err, src.file, src.current().Domains())
 	}
 }
