@@ -47,9 +47,11 @@ type settings struct {
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
+	Redis                 redisSettings   // the other --redis-* settings (redis.go)
+	XDS                   xdsSettings     // --xds-* (xds.go)
+	GRPCTLS               grpcTLSSettings // --grpc-tls-* (xds.go)
 	// CandidatePolicy is decided in shadow beside Policy (candidate.go).
 	CandidatePolicy string
-	Redis           redisSettings // the other --redis-* settings (redis.go)
 }
 
 // A setting is one row of settingsTable.
@@ -313,6 +315,12 @@ func (s settings) check() error {
 		return fmt.Errorf("--shutdown-timeout, --janitor-interval and --replay-window must be positive")
 	}
 	if err := s.Redis.check(); s.Store == "redis" && err != nil {
+		return err
+	}
+	if err := s.XDS.check(s.Policy); err != nil {
+		return err
+	}
+	if err := s.GRPCTLS.check(); err != nil {
 		return err
 	}
 	var l slog.Level

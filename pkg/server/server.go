@@ -11,6 +11,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -63,6 +65,13 @@ type Options struct {
 	// store takes the replica out. Without it tokengate is ready while it
 	// can answer, each rule's on_store_error answering for a failing store.
 	ReadyRequiresStore bool
+	// Ready, when set, reports why tokengate cannot answer yet (nil when
+	// it can): a policy source that has not delivered its first policy
+	// (xDS). Readiness follows it as well.
+	Ready func() error
+	// TLS, when set, serves gRPC over TLS only (plaintext is refused);
+	// for mTLS it verifies clients (tlsfiles.Files.ServerConfig).
+	TLS *tls.Config
 
 	Pprof           bool          // serve /debug/pprof/
 	ShutdownTimeout time.Duration // longest drain of in-flight RPCs [10s]
@@ -141,7 +150,11 @@ func New(opts Options) (*Server, error) {
 		s.gl.Close()
 		return nil, fmt.Errorf("server: HTTP listener: %w", err)
 	}
-	s.grpc = grpc.NewServer(
+	var creds []grpc.ServerOption
+	if opts.TLS != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(append(creds,
 		grpc.ForceServerCodecV2(newCodec(opts.Metrics.InvalidUTF8, opts.Logger)),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
@@ -151,7 +164,7 @@ func New(opts Options) (*Server, error) {
 			Time: keepaliveTime, Timeout: keepaliveTimeout, MaxConnectionIdle: opts.GRPCMaxConnectionIdle,
 		}),
 		grpc.ChainUnaryInterceptor(s.observe),
-	)
+	)...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
 	if opts.Authorization != nil {
 		authv3.RegisterAuthorizationServer(s.grpc, opts.Authorization)
