@@ -169,6 +169,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 			// be the live store's names twice).
 			o := r.storeOptions(client, s.ReplayWindow, clk, nil, log.With(slog.String("policy", "candidate")))
 			o.KeyPrefix = candidateKeyPrefix(r.KeyPrefix)
+			o.BatchWith = st // its decisions join the live store's calls
 			if c.candidate, err = redis.New(o); err != nil {
 				client.Close()
 				return nil, err
