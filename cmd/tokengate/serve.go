@@ -19,6 +19,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/policy/watch"
 	"github.com/tokengate/tokengate/pkg/server"
 	"github.com/tokengate/tokengate/pkg/service"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
@@ -40,11 +41,20 @@ func serve(args []string, stderr io.Writer) error {
 	clk := clock.NewMonotonic()
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	current, file, err := loadPolicy(ctx, s, clk, m, log)
+	src, err := loadPolicy(ctx, s, clk, m, log)
 	if err != nil {
 		return err
 	}
-	go reloadOnHangup(ctx, hup, file, log)
+	current := src.current
+	shadow, err := loadCandidate(ctx, s, clk, reg, log)
+	if err != nil {
+		return err
+	}
+	go reloadOnHangup(ctx, hup, src.file, log, shadow.files()...)
+	grpcTLS, err := s.GRPCTLS.tls(log)
+	if err != nil {
+		return err
+	}
 
 	be := openMemory
 	if s.Store == "redis" {
@@ -67,7 +77,7 @@ func serve(args []string, stderr io.Writer) error {
 	}()
 	svc, err := service.New(service.Options{
 		Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log,
-		DecisionLog: decisionLog(s, log), Tracer: tr.tracer,
+		Candidate: shadow.options(st), DecisionLog: decisionLog(s, log), Tracer: tr.tracer,
 	})
 	if err != nil {
 		return err
@@ -82,13 +92,14 @@ func serve(args []string, stderr io.Writer) error {
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
-		Policy: current, Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
+		Policy: current, Candidate: shadow.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
+		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
 		Propagator: tr.propagator,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("tokengate starting", slog.String("version", versionString()), slog.String("store", s.Store), slog.Bool("tracing", tr.tracer != nil))
+	log.Info("tokengate starting", slog.String("version", versionString()), slog.String("store", s.Store), slog.Bool("grpc_tls", grpcTLS != nil), slog.Bool("tracing", tr.tracer != nil))
 	return srv.Serve(ctx)
 }
 
@@ -101,26 +112,43 @@ func decisionLog(s settings, log *slog.Logger) service.DecisionLog {
 	return service.DecisionLog{Logger: log, PerSecond: s.DecisionLogRate}
 }
 
-// loadPolicy loads the policy file and keeps watching it, or compiles the
-// built-in policy when none is given. It returns what serves now and the
-// file's watcher, nil for the built-in policy.
-func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (func() *policy.Policy, policyFile, error) {
-	if s.Policy == "" {
-		p, err := new(policy.Compiler).Compile(config.DefaultName, config.Default, nil, clk.Now())
+// policySource is where the policy comes from: what serves now, the
+// file's watcher (nil for the built-in policy and xDS), and readiness (nil:
+// always ready).
+type policySource struct {
+	current func() *policy.Policy
+	file    policyFile
+	ready   func() error
+}
+
+// loadPolicy loads the policy file and keeps watching it, subscribes to
+// the xDS server, or compiles the built-in policy when neither is given.
+// Every policy of the process is compiled by one Compiler.
+func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (policySource, error) {
+	compiler := new(policy.Compiler)
+	switch {
+	case s.XDS.Server != "":
+		c, err := loadXDS(ctx, s, compiler, clk, m, log)
 		if err != nil {
-			return nil, nil, fmt.Errorf("built-in policy: %w", err)
+			return policySource{}, err
+		}
+		return policySource{current: c.Current, ready: c.Ready}, nil
+	case s.Policy == "":
+		p, err := compiler.Compile(config.DefaultName, config.Default, nil, clk.Now())
+		if err != nil {
+			return policySource{}, fmt.Errorf("built-in policy: %w", err)
 		}
 		p.Activate()
 		reloaded(m, watch.Success, p, nil)
 		log.Info("policy loaded", slog.String(watch.SourceKey, p.Name()), slog.Int64("revision", p.Revision()), slog.String("sha256", p.SHA256()))
-		return func() *policy.Policy { return p }, nil, nil
+		return policySource{current: func() *policy.Policy { return p }}, nil
 	}
 	w, err := watch.New(watch.Options{
-		Path: s.Policy, Clock: clk, Logger: log,
+		Path: s.Policy, Clock: clk, Compiler: compiler, Logger: log,
 		OnReload: func(r watch.Result, p *policy.Policy, err error) { reloaded(m, r, p, err) },
 	})
 	if err != nil {
-		return nil, nil, err
+		return policySource{}, err
 	}
 	go func() {
 		defer w.Close()
@@ -128,7 +156,7 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 			log.Error("policy watcher stopped; the last good policy keeps serving", slog.String("error", err.Error()))
 		}
 	}()
-	return w.Current, w, nil
+	return policySource{current: w.Current, file: w}, nil
 }
 
 // reloaded counts a policy load, and a failure's reason, and exports the
@@ -153,32 +181,50 @@ type policyFile interface {
 // watcher logs and counts a new policy or a refusal, and a refused file
 // leaves the last good policy serving; a file whose content was already
 // tried is logged here as unchanged. Signals that arrive during a reload
-// are coalesced into one more. Without a policy file (file nil) there is
-// nothing to re-read.
-func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file policyFile, log *slog.Logger) {
+// are coalesced into one more. Without a policy file (file nil: the
+// built-in policy, or xDS) there is nothing to re-read. The others (the
+// candidate policy) are re-read after it, and their watchers log what they
+// found.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file policyFile, log *slog.Logger, others ...policyFile) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
 		}
-		if file == nil {
-			log.Info("SIGHUP: no policy file to reload; the built-in policy keeps serving")
-			continue
-		}
-		log.Info("SIGHUP: reloading policy")
-		before := file.Current()
-		if err := file.Reload(); err == nil && file.Current() == before {
-			log.Info("SIGHUP: policy file unchanged since it was last read",
-				slog.Int64("serving_revision", before.Revision()), slog.String("serving_sha256", before.SHA256()))
+		reloadLive(file, log)
+		for _, f := range others {
+			_ = f.Reload() // logged and counted by its watcher
 		}
 	}
 }
 
-// openMemory builds the memory store and starts its janitor.
+// reloadLive is reloadOnHangup's re-read of the live policy file.
+func reloadLive(file policyFile, log *slog.Logger) {
+	if file == nil {
+		log.Info("SIGHUP: no policy file to reload; the policy serving stays")
+		return
+	}
+	log.Info("SIGHUP: reloading policy")
+	before := file.Current()
+	if err := file.Reload(); err == nil && file.Current() == before {
+		log.Info("SIGHUP: policy file unchanged since it was last read",
+			slog.Int64("serving_revision", before.Revision()), slog.String("serving_sha256", before.SHA256()))
+	}
+}
+
+// openMemory builds the memory store and starts its janitor; with a
+// candidate policy, a second one for the candidate's buckets (of the same
+// size, its statistics not exported).
 func openMemory(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, _ *slog.Logger) (*backend, error) {
 	mem := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
 	reg.MustRegister(mem.Collector())
 	go mem.Run(ctx, s.JanitorInterval)
-	return &backend{name: "memory", store: mem, close: func() {}}, nil
+	var cand store.Store
+	if s.CandidatePolicy != "" {
+		cm := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
+		go cm.Run(ctx, s.JanitorInterval)
+		cand = cm
+	}
+	return &backend{name: "memory", store: mem, candidate: cand, close: func() {}}, nil
 }

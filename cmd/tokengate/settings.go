@@ -47,11 +47,15 @@ type settings struct {
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
+	Redis                 redisSettings   // the other --redis-* settings (redis.go)
+	XDS                   xdsSettings     // --xds-* (xds.go)
+	GRPCTLS               grpcTLSSettings // --grpc-tls-* (xds.go)
+	// CandidatePolicy is decided in shadow beside Policy (candidate.go).
+	CandidatePolicy string
 	// Why was a request limited (tracing.go): the decision log's lines a
 	// second per level, and the OTLP endpoint that turns tracing on.
 	DecisionLogRate int
 	OTLPEndpoint    string
-	Redis           redisSettings // the other --redis-* settings (redis.go)
 }
 
 // A setting is one row of settingsTable.
@@ -320,6 +324,12 @@ func (s settings) check() error {
 		return err
 	}
 	if err := s.Redis.check(); s.Store == "redis" && err != nil {
+		return err
+	}
+	if err := s.XDS.check(s.Policy); err != nil {
+		return err
+	}
+	if err := s.GRPCTLS.check(); err != nil {
 		return err
 	}
 	var l slog.Level

@@ -81,6 +81,9 @@ func (s *Server) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /debug/policy", s.debugPolicy)
+	if s.opts.Candidate != nil {
+		mux.Handle("GET /debug/candidate", s.opts.Candidate)
+	}
 	if fa := s.opts.ForwardAuth; fa != nil {
 		if s.opts.Propagator != nil {
 			fa = s.extractTraceHTTP(fa)

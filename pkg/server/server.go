@@ -1,8 +1,8 @@
 // Package server runs tokengate's listeners: gRPC (the ratelimit.v3
 // service, when given the ext_authz Authorization service,
 // grpc.health.v1 and server reflection) and HTTP (/metrics, /healthz,
-// /readyz, /debug/policy, when given forward-auth /v1/check and, when
-// asked, /debug/pprof/). Serve
+// /readyz, /debug/policy, when given a candidate policy /debug/candidate,
+// when given forward-auth /v1/check and, when asked, /debug/pprof/). Serve
 // runs until its context ends, then drains: health turns NOT_SERVING, new
 // connections are refused, in-flight RPCs finish within ShutdownTimeout.
 // Readiness is "can answer": a failing store is reported apart, by the
@@ -11,6 +11,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -51,6 +53,9 @@ type Options struct {
 	Gatherer    prometheus.Gatherer // what /metrics serves
 	// Policy returns the policy now serving, for /debug/policy.
 	Policy func() *policy.Policy
+	// Candidate, when set, serves /debug/candidate: the candidate policy
+	// in shadow beside the live one (candidate.Tracker.Handler).
+	Candidate http.Handler
 	// Store reports why the store cannot decide now (nil when it can); nil
 	// is a store that always can (memory). Checked every second, it backs
 	// the gRPC health service StoreHealthService and
@@ -61,6 +66,13 @@ type Options struct {
 	// store takes the replica out. Without it tokengate is ready while it
 	// can answer, each rule's on_store_error answering for a failing store.
 	ReadyRequiresStore bool
+	// Ready, when set, reports why tokengate cannot answer yet (nil when
+	// it can): a policy source that has not delivered its first policy
+	// (xDS). Readiness follows it as well.
+	Ready func() error
+	// TLS, when set, serves gRPC over TLS only (plaintext is refused);
+	// for mTLS it verifies clients (tlsfiles.Files.ServerConfig).
+	TLS *tls.Config
 
 	Pprof           bool          // serve /debug/pprof/
 	ShutdownTimeout time.Duration // longest drain of in-flight RPCs [10s]
@@ -143,7 +155,11 @@ func New(opts Options) (*Server, error) {
 		s.gl.Close()
 		return nil, fmt.Errorf("server: HTTP listener: %w", err)
 	}
-	s.grpc = grpc.NewServer(
+	var creds []grpc.ServerOption
+	if opts.TLS != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(append(creds,
 		grpc.ForceServerCodecV2(newCodec(opts.Metrics.InvalidUTF8, opts.Logger)),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
@@ -153,7 +169,7 @@ func New(opts Options) (*Server, error) {
 			Time: keepaliveTime, Timeout: keepaliveTimeout, MaxConnectionIdle: opts.GRPCMaxConnectionIdle,
 		}),
 		grpc.ChainUnaryInterceptor(s.interceptors()...),
-	)
+	)...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
 	if opts.Authorization != nil {
 		authv3.RegisterAuthorizationServer(s.grpc, opts.Authorization)

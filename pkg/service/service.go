@@ -52,6 +52,9 @@ type Options struct {
 	DecisionLog DecisionLog
 	// Tracer, when set, traces each decision as one span (trace.go).
 	Tracer trace.Tracer
+	// Candidate, when set, decides every request again under a candidate
+	// policy in shadow (candidate.go).
+	Candidate *Candidate
 }
 
 // Service implements rlsv3.RateLimitServiceServer.
@@ -60,6 +63,7 @@ type Service struct {
 	opts      Options
 	rules     atomic.Pointer[ruleTable]
 	scratch   sync.Pool
+	cand      candidateState
 	storeLog  *logEvery
 	decisions *decisionLog // nil: off
 }
@@ -68,6 +72,9 @@ type Service struct {
 func New(opts Options) (*Service, error) {
 	if opts.Policy == nil || opts.Store == nil || opts.Metrics == nil {
 		return nil, errors.New("service: Policy, Store and Metrics are required")
+	}
+	if c := opts.Candidate; c != nil && (c.Policy == nil || c.Store == nil || c.Tracker == nil) {
+		return nil, errors.New("service: a Candidate's Policy, Store and Tracker are required")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.NewMonotonic()
@@ -177,6 +184,9 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	// charge stands, as it does when the store answers).
 	resolve(sc.enforced.err, resp.OverallCode == rlsv3.RateLimitResponse_OK)
 	resolve(sc.shadow.err, true)
+	if s.opts.Candidate != nil {
+		s.decideCandidate(ctx, now, pol, domain, descriptors, hits, sc)
+	}
 	if f != nil {
 		f(sc.decision(resp))
 		sc.dec = Decision{} // the pool keeps no response alive

@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -126,6 +127,36 @@ policy: {existingConfigMap: my-limits, key: limits.yaml}
 				t.Errorf("policy volume %+v", v.VolumeSource)
 			}
 		}},
+		{"a candidate policy in shadow", `
+policy: {candidate: {content: "domains: {edge: [{name: per-user, match: [{key: user_id}], capacity: 5, refill: 1/s}]}\n"}}
+`, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--policy=/etc/tokengate/policy.yaml", "--candidate-policy=/etc/tokengate-candidate/candidate.yaml")
+			cm := o.ConfigMaps[0]
+			if !strings.Contains(cm.Data["candidate.yaml"], "capacity: 5") || !strings.Contains(cm.Data["policy.yaml"], "per-client") {
+				t.Errorf("policy ConfigMap %s data keys %v", cm.Name, slices.Sorted(maps.Keys(cm.Data)))
+			}
+			v := volume(t, o, "candidate-policy")
+			if v.ConfigMap == nil || v.ConfigMap.Name != cm.Name || v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional ||
+				len(v.ConfigMap.Items) != 1 || v.ConfigMap.Items[0].Key != "candidate.yaml" || v.ConfigMap.Items[0].Path != "candidate.yaml" {
+				t.Errorf("candidate volume %+v", v.VolumeSource)
+			}
+			if !slices.ContainsFunc(o.Deployment.Spec.Template.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+				return m.Name == "candidate-policy" && m.MountPath == "/etc/tokengate-candidate" && m.ReadOnly && m.SubPath == ""
+			}) {
+				t.Error("the candidate is not mounted as a directory at /etc/tokengate-candidate")
+			}
+			if ic := o.Deployment.Spec.Template.Spec.InitContainers[0]; slices.Contains(ic.Args, "/etc/tokengate-candidate/candidate.yaml") {
+				t.Error("the init container validates the candidate: a bad one would stop the pod")
+			}
+		}},
+		{"a candidate key of an existing ConfigMap", `
+policy: {existingConfigMap: my-limits, candidate: {enabled: true, key: next.yaml}}
+`, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--candidate-policy=/etc/tokengate-candidate/candidate.yaml")
+			if v := volume(t, o, "candidate-policy"); v.ConfigMap.Name != "my-limits" || v.ConfigMap.Items[0].Key != "next.yaml" {
+				t.Errorf("candidate volume %+v", v.VolumeSource)
+			}
+		}},
 		{"the built-in policy", `
 policy: {content: ""}
 `, func(t *testing.T, o *objects) {
@@ -136,6 +167,43 @@ policy: {content: ""}
 				if strings.HasPrefix(a, "--policy") {
 					t.Errorf("arg %s", a)
 				}
+			}
+		}},
+		{"gRPC over mTLS from a Secret", `
+grpcTLS: {existingSecret: tokengate-tls, clientCAKey: ca.crt, requireClientCert: true}
+`, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--grpc-tls-cert-file=/etc/tokengate-tls/tls.crt", "--grpc-tls-key-file=/etc/tokengate-tls/tls.key",
+				"--grpc-tls-client-ca-file=/etc/tokengate-tls/ca.crt", "--grpc-tls-require-client-cert")
+			v := volume(t, o, "grpc-tls")
+			if v.Secret == nil || v.Secret.SecretName != "tokengate-tls" || len(v.Secret.Items) != 3 || v.Secret.Items[2].Path != "ca.crt" {
+				t.Errorf("grpc-tls volume %+v", v.VolumeSource)
+			}
+			c := o.Deployment.Spec.Template.Spec.Containers[0]
+			mounted := false
+			for _, m := range c.VolumeMounts {
+				if m.Name == "grpc-tls" {
+					mounted = m.MountPath == "/etc/tokengate-tls" && m.SubPath == "" && m.ReadOnly
+				}
+			}
+			if !mounted {
+				t.Errorf("grpc-tls mounts %+v, want a read-only directory at /etc/tokengate-tls", c.VolumeMounts)
+			}
+			// The kubelet's gRPC probe has no TLS: readiness asks /readyz.
+			if p := c.ReadinessProbe; p.GRPC != nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "http" {
+				t.Errorf("readiness probe %+v", p.ProbeHandler)
+			}
+		}},
+		{"gRPC over TLS, no client certificates", `
+grpcTLS: {existingSecret: tokengate-tls}
+`, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--grpc-tls-cert-file=/etc/tokengate-tls/tls.crt", "--grpc-tls-key-file=/etc/tokengate-tls/tls.key")
+			for _, a := range o.Deployment.Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(a, "--grpc-tls-client-ca-file") || strings.HasPrefix(a, "--grpc-tls-require-client-cert") {
+					t.Errorf("arg %s without clientCAKey", a)
+				}
+			}
+			if items := volume(t, o, "grpc-tls").Secret.Items; len(items) != 2 {
+				t.Errorf("grpc-tls items %+v", items)
 			}
 		}},
 		{"pinned image, minAvailable, no service account, no GOMEMLIMIT", `
@@ -190,7 +258,13 @@ func TestRefuses(t *testing.T) {
 		{"a password neither file nor env", `{store: redis, redis: {addr: "r:6379", password: {as: stdin}}}`, "password/as"},
 		{"min above max", `{store: redis, redis: {addr: "r:6379"}, autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}}`, "minReplicas"},
 		{"a misspelt value", "replicas: 3", "replicas"},
+		{"a candidate without a policy ConfigMap", `{policy: {content: "", candidate: {enabled: true}}}`, "policy.candidate"},
+		{"a candidate on the live policy's key", `{policy: {candidate: {enabled: true, key: policy.yaml}}}`, "live policy's key"},
+		{"a candidate's content beside an existing ConfigMap", `{policy: {existingConfigMap: m, candidate: {content: "domains: {}"}}}`, "policy.candidate.content"},
+		{"a candidate that is no policy", `{policy: {candidate: {content: "domians: {}"}}}`, "policy.candidate.content has neither"},
 		{"a deny status that allows", "settings: {forwardAuthDenyStatus: 200}", "forwardAuthDenyStatus"},
+		{"client certificates required without their CA", "grpcTLS: {existingSecret: s, requireClientCert: true}", "grpcTLS.clientCAKey"},
+		{"a client CA without TLS", "grpcTLS: {clientCAKey: ca.crt}", "grpcTLS.existingSecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(t, c, values(t, tc.values))
@@ -252,7 +326,7 @@ func checkAlways(t *testing.T, o *objects) {
 	if ct.Resources.Requests.Cpu().IsZero() || ct.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources %+v", ct.Resources)
 	}
-	if p := ct.ReadinessProbe; p == nil || p.GRPC == nil || p.GRPC.Port != 8081 {
+	if p := ct.ReadinessProbe; p == nil || (p.GRPC == nil || p.GRPC.Port != 8081) && !hasArg(ct.Args, "--grpc-tls-cert-file") {
 		t.Errorf("readiness probe %+v, want gRPC on 8081", p)
 	}
 	if p := ct.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "http" {
@@ -327,6 +401,10 @@ func checkSecurity(t *testing.T, pod *corev1.PodSecurityContext, c *corev1.Secur
 	case c.SeccompProfile == nil || c.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
 		t.Error("no RuntimeDefault seccomp profile")
 	}
+}
+
+func hasArg(args []string, prefix string) bool {
+	return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, prefix) })
 }
 
 func selects(t *testing.T, selector, objLabels map[string]string) bool {

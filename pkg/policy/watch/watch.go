@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -40,6 +39,9 @@ const (
 	// Failure: the file could not be read or did not validate; the last
 	// good policy keeps serving.
 	Failure Result = "failure"
+	// Removed: the file of an Optional watcher is gone; no policy serves
+	// until it is back.
+	Removed Result = "removed"
 )
 
 // ErrNotRegular is the error, wrapped in an *fs.PathError, of a policy
@@ -76,7 +78,8 @@ func FailureReason(err error) string {
 // Hook hears of every reload that was tried: on Success p is the new
 // policy and err is nil; on Failure p is the policy still serving and err
 // says why the file was refused (a policy.Errors when it did not
-// validate). It runs on the watcher's goroutine and must not block.
+// validate); on Removed (Options.Optional) p and err are nil. It runs on
+// the watcher's goroutine and must not block.
 type Hook func(result Result, p *policy.Policy, err error)
 
 // Options configure a Watcher.
@@ -104,16 +107,22 @@ type Options struct {
 	// OnReload, when not nil, hears of every reload tried, the first
 	// load included.
 	OnReload Hook
+	// Optional makes the policy optional (the candidate policy): New
+	// succeeds whatever the file holds, with no policy when it is missing
+	// or bad, and a missing file unloads the policy (Current returns nil,
+	// the hook hears Removed) until the file is back. A bad file keeps
+	// the last good policy, or none, as always.
+	Optional bool
 }
 
 // Watcher holds the current policy and reloads it when its file changes.
 type Watcher struct {
-	opts    Options
-	path    string // absolute, cleaned
-	dir     bool   // path is a directory of policy files
-	current atomic.Pointer[policy.Policy]
-	fs      *fsnotify.Watcher
-	close   sync.Once
+	opts  Options
+	path  string // absolute, cleaned
+	dir   bool   // path is a directory of policy files
+	pub   *Publisher
+	fs    *fsnotify.Watcher
+	close sync.Once
 
 	mu   sync.Mutex // serialises reloads
 	seen string     // the last content (its hash) or read error tried
@@ -125,9 +134,6 @@ type Watcher struct {
 func New(opts Options) (*Watcher, error) {
 	if opts.Clock == nil {
 		return nil, errors.New("watch: Options.Clock is required")
-	}
-	if opts.Compiler == nil {
-		opts.Compiler = new(policy.Compiler)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -142,11 +148,15 @@ func New(opts Options) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch: policy path %q: %w", opts.Path, err)
 	}
-	w := &Watcher{opts: opts, path: path}
+	pub, err := NewPublisher(PublisherOptions{Source: path, Clock: opts.Clock, Compiler: opts.Compiler, Logger: opts.Logger, OnReload: opts.OnReload})
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{opts: opts, path: path, pub: pub}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		w.dir = true
 	}
-	if err := w.Reload(); err != nil {
+	if err := w.Reload(); err != nil && !opts.Optional {
 		return nil, err
 	}
 	if w.fs, err = fsnotify.NewWatcher(); err != nil {
@@ -159,8 +169,9 @@ func New(opts Options) (*Watcher, error) {
 	return w, nil
 }
 
-// Current is the policy now serving; never nil after New succeeded.
-func (w *Watcher) Current() *policy.Policy { return w.current.Load() }
+// Current is the policy now serving; never nil after New succeeded, unless
+// Options.Optional.
+func (w *Watcher) Current() *policy.Policy { return w.pub.Current() }
 
 // Run applies changes of the file until ctx is done or Close is called,
 // then stops watching. Call it once.
@@ -276,7 +287,7 @@ func (w *Watcher) Close() error {
 func (w *Watcher) Reload() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cur := w.current.Load()
+	cur := w.pub.Current()
 	files, err := policy.ReadFiles(w.opts.Path)
 	if err != nil {
 		err = fmt.Errorf("read policy: %w", err)
@@ -284,7 +295,11 @@ func (w *Watcher) Reload() error {
 			return nil
 		}
 		w.seen = err.Error()
-		w.refused(cur, err)
+		if w.opts.Optional && errors.Is(err, fs.ErrNotExist) {
+			w.pub.Withdraw()
+			return nil
+		}
+		w.pub.Refuse(err)
 		return err
 	}
 	sum := policy.FilesSHA256(w.opts.Path, files)
@@ -297,47 +312,6 @@ func (w *Watcher) Reload() error {
 		w.opts.Logger.Info("policy file is back to the content serving", SourceKey, w.path, "sha256", seen)
 		return nil
 	}
-	p, err := w.opts.Compiler.CompileFiles(w.opts.Path, files, cur, w.opts.Clock.Now())
-	if err != nil {
-		w.refused(cur, err)
-		return err
-	}
-	// Publish the new versions before serving them, so that nothing reading
-	// a lineage's current version (the store's janitor) lags the policy.
-	p.Activate()
-	w.current.Store(p)
-	w.loaded(cur, p)
-	return nil
-}
-
-func (w *Watcher) loaded(prev, p *policy.Policy) {
-	attrs := []any{SourceKey, w.path, "revision", p.Revision(), "sha256", p.SHA256(), "domains", len(p.Domains())}
-	if prev != nil {
-		attrs = append(attrs, "previous_revision", prev.Revision(), "previous_sha256", prev.SHA256())
-	}
-	w.opts.Logger.Info("policy loaded", attrs...)
-	if prev != nil && p.Revision() < prev.Revision() {
-		// Applied like any change (the memory and Redis stores order
-		// versions by when they were applied): say so, in case it is a
-		// mistake rather than a rollback.
-		w.opts.Logger.Warn("policy revision went down: applied as a rollback", SourceKey, w.path,
-			"revision", p.Revision(), "previous_revision", prev.Revision())
-	}
-	for _, is := range p.Warnings() {
-		w.opts.Logger.Warn("policy warning", SourceKey, w.path, "warning", is.Error())
-	}
-	if w.opts.OnReload != nil {
-		w.opts.OnReload(Success, p, nil)
-	}
-}
-
-func (w *Watcher) refused(cur *policy.Policy, err error) {
-	attrs := []any{SourceKey, w.path, "err", err}
-	if cur != nil {
-		attrs = append(attrs, "serving_revision", cur.Revision(), "serving_sha256", cur.SHA256())
-	}
-	w.opts.Logger.Error("policy refused; the last good policy keeps serving", attrs...)
-	if w.opts.OnReload != nil {
-		w.opts.OnReload(Failure, cur, err)
-	}
+	_, err = w.pub.Apply(w.opts.Path, files)
+	return err
 }
