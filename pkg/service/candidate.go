@@ -127,15 +127,20 @@ func (cs *candidateScratch) finish(ctx context.Context, c *Candidate, now int64,
 }
 
 // decisions appends each descriptor's decision (the request-id descriptor
-// left out), with the result respond counts it under.
+// left out), with the result of its verdict: what tokengate_decisions_total
+// counts it under. The live plan was judged already; the candidate's is
+// judged here, without a rule table (its verdicts feed no response).
 func (sc *scratch) decisions(out []candidate.Decision) []candidate.Decision {
-	for i := range sc.descs {
-		ds := &sc.descs[i]
-		if ds.isID {
+	if len(sc.verdicts) != len(sc.descs) {
+		sc.judge(nil)
+	}
+	for i := range sc.verdicts {
+		v := &sc.verdicts[i]
+		if v.Result == ResultRequestID {
 			continue
 		}
-		d := candidate.Decision{Rule: ds.rule, Result: sc.result(ds)}
-		if ds.item >= 0 {
+		d := candidate.Decision{Rule: v.Rule, Result: candidateResults[v.Result]}
+		if ds := &sc.descs[i]; ds.item >= 0 {
 			d.Key = sc.batch(ds.rule).req.Items[ds.item].Key
 		}
 		out = append(out, d)
@@ -143,31 +148,12 @@ func (sc *scratch) decisions(out []candidate.Decision) []candidate.Decision {
 	return out
 }
 
-// result is the decision of ds as a result of tokengate_decisions_total.
-func (sc *scratch) result(ds *desc) candidate.Result {
-	var res candidate.Result
-	switch {
-	case ds.rule == nil:
-		return candidate.NoRule
-	case ds.rule.Unlimited:
-		return candidate.OK
-	case ds.refusal != "":
-		res = candidate.Refused
-	case sc.batch(ds.rule).err != nil:
-		return candidate.StoreError
-	default:
-		r := sc.batch(ds.rule).results[ds.item]
-		switch {
-		case r.Never:
-			res = candidate.Refused
-		case r.Allowed:
-			return candidate.OK
-		default:
-			res = candidate.OverLimit
-		}
-	}
-	if ds.rule.Shadow {
-		return candidate.ShadowOverLimit
-	}
-	return res
+// candidateResults are the Tracker's names of the results.
+var candidateResults = [numResults]candidate.Result{
+	ResultNoRule:          candidate.NoRule,
+	ResultOK:              candidate.OK,
+	ResultOverLimit:       candidate.OverLimit,
+	ResultRefused:         candidate.Refused,
+	ResultShadowOverLimit: candidate.ShadowOverLimit,
+	ResultStoreError:      candidate.StoreError,
 }

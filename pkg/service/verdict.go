@@ -121,7 +121,8 @@ func (sc *scratch) decision(resp *rlsv3.RateLimitResponse) *Decision {
 }
 
 // judge decides every descriptor's verdict from the plan and the store's
-// answers, into sc.verdicts.
+// answers, into sc.verdicts; t is the plan's rule table (nil: verdicts
+// with no Limit, for a plan that answers no one: the candidate's).
 func (sc *scratch) judge(t *ruleTable) []Verdict {
 	sc.verdicts = sc.verdicts[:0]
 	for i := range sc.descs {
@@ -141,7 +142,9 @@ func (sc *scratch) verdict(i int, t *ruleTable) Verdict {
 		v.Result = ResultNoRule
 		return v
 	}
-	v.info = t.rules[ds.rule]
+	if t != nil {
+		v.info = t.rules[ds.rule]
+	}
 	if ds.rule.Unlimited {
 		// As envoyproxy/ratelimit answers: no limit, all remaining.
 		v.Result, v.Remaining = ResultOK, 1<<32-1
