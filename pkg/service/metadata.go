@@ -27,8 +27,15 @@ const (
 	MetaReason      = "reason"      // why it can never pass as it is; absent when none
 	MetaDegraded    = "degraded"    // on_store_error answered
 	MetaIndex       = "index"       // the descriptor's place in the request
-	MetaDescriptors = "descriptors"
+	MetaDescriptors = "descriptors" // at most MaxMetaDescriptors of them
+	MetaCount       = "count"       // with MetaDescriptors: how many were limited or degraded in all
 )
+
+// MaxMetaDescriptors bounds the descriptors MetaDescriptors lists, the
+// first ones in the request: a degraded request of 64 descriptors (every
+// one answered by on_store_error while the store fails) would otherwise
+// carry 64 entries, each hashed, to Envoy.
+const MaxMetaDescriptors = 8
 
 // KeyHashLength is the length of a hashed bucket key: the first 48 bits of
 // its SHA-256, in hex. It tells buckets apart in logs and traces and is the
@@ -113,8 +120,8 @@ type metaBlock struct {
 
 // metadata is the response's dynamic_metadata, written into top's block:
 // the verdict top, that decided (with retryAfter, the response's wait),
-// and, when several descriptors were limited or degraded, each of them
-// under MetaDescriptors.
+// and, when several descriptors were limited or degraded, the first
+// MaxMetaDescriptors of them under MetaDescriptors and their number.
 func (sc *scratch) metadata(domain string, vs []Verdict, top int, retryAfter int64, blk *metaBlock) *structpb.Struct {
 	f := sc.metaFields(top, &vs[top], retryAfter, blk)
 	f[MetaDomain] = vs[top].info.metaDomain
@@ -125,9 +132,9 @@ func (sc *scratch) metadata(domain string, vs []Verdict, top int, retryAfter int
 		}
 	}
 	if n > 1 {
-		list := make([]*structpb.Value, 0, n)
+		list := make([]*structpb.Value, 0, min(n, MaxMetaDescriptors))
 		for i := range vs {
-			if v := &vs[i]; v.notable() {
+			if v := &vs[i]; v.notable() && len(list) < MaxMetaDescriptors {
 				b := new(metaBlock)
 				df := sc.metaFields(i, v, ceilSeconds(int64(v.Retry)), b)
 				df[MetaIndex] = metaNumber(int64(i))
@@ -135,6 +142,7 @@ func (sc *scratch) metadata(domain string, vs []Verdict, top int, retryAfter int
 			}
 		}
 		f[MetaDescriptors] = structpb.NewListValue(&structpb.ListValue{Values: list})
+		f[MetaCount] = metaNumber(int64(n))
 	}
 	return &blk.top
 }

@@ -82,6 +82,30 @@ func TestDynamicMetadata(t *testing.T) {
 	if _, ok := first[MetaDomain]; ok {
 		t.Fatalf("the domain is said once, at the top: %v", first)
 	}
+	if n := two[MetaCount].GetNumberValue(); n != 2 {
+		t.Fatalf("count %v, want 2", n)
+	}
+}
+
+// TestDynamicMetadataBounded: a request of many degraded descriptors lists
+// the first MaxMetaDescriptors, and counts them all.
+func TestDynamicMetadataBounded(t *testing.T) {
+	svc, flaky, _ := flakyService(t, "local.yaml", localPolicy)
+	flaky.fail = true
+	var ds []*ratelimitv3.RateLimitDescriptor
+	for i := range 20 {
+		ds = append(ds, descr("path", "/p"+strings.Repeat("x", i)))
+	}
+	resp, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: ds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := resp.DynamicMetadata.GetFields()
+	list := md[MetaDescriptors].GetListValue().GetValues()
+	if len(list) != MaxMetaDescriptors || md[MetaCount].GetNumberValue() != 20 ||
+		list[MaxMetaDescriptors-1].GetStructValue().GetFields()[MetaIndex].GetNumberValue() != MaxMetaDescriptors-1 {
+		t.Fatalf("%d listed, count %v", len(list), md[MetaCount])
+	}
 }
 
 // TestDynamicMetadataRefusedAndDegraded: a refusal says its reason; a
