@@ -45,6 +45,11 @@ type Options struct {
 	// StoreLogEvery is the least time between two log lines about store
 	// failures [10s]; each line says how many failures it stands for.
 	StoreLogEvery time.Duration
+	// ShadowAll never answers OVER_LIMIT overall (refmodes.go).
+	ShadowAll bool
+	// LimitHeaders, when set, adds its three headers to every answer
+	// with a limit (refmodes.go).
+	LimitHeaders *LimitHeaders
 }
 
 // Service implements rlsv3.RateLimitServiceServer.
@@ -129,6 +134,12 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 		rules[i] = sc.descs[i].rule
 	}
 	resp := sc.respond(domain, descriptors, table, s.opts.Metrics)
+	if s.opts.LimitHeaders != nil {
+		addLimitHeaders(resp, s.opts.LimitHeaders)
+	}
+	if s.opts.ShadowAll {
+		shadowAll(resp)
+	}
 	// A store call that timed out may have charged: tell the store whether
 	// the request went through on on_store_error's answer (a shadow rule's
 	// charge stands, as it does when the store answers).
