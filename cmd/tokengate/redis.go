@@ -30,6 +30,10 @@ type redisSettings struct {
 	Password       string
 	PasswordFile   string
 	CAFile         string
+	TLS            bool
+	CertFile       string
+	KeyFile        string
+	Username       string
 	DB             int
 	PoolSize       int
 	Timeout        time.Duration
@@ -149,6 +153,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	cfg := redis.Config{
 		Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
 		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster, CAFile: r.CAFile,
+		TLS: r.TLS, CertFile: r.CertFile, KeyFile: r.KeyFile, Username: r.Username,
 	}
 	connect := func() (*connected, error) {
 		client, err := redis.Dial(cfg)

@@ -56,7 +56,8 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	defer st.close()
 
-	svc, err := service.New(service.Options{Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log})
+	svc, err := service.New(service.Options{Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log,
+		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames()})
 	if err != nil {
 		return err
 	}
@@ -71,6 +72,7 @@ func serve(args []string, stderr io.Writer) error {
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
 		Policy: current, Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
+		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
 	})
 	if err != nil {
 		return err
