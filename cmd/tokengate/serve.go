@@ -29,7 +29,17 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return serveSettings(s, stderr, nil)
+}
+
+// serveSettings is serve once the settings are read, from tokengate's
+// flags, environment and file or from envoyproxy/ratelimit's environment
+// (refenv.go), whose inert variables that are set, notes, it logs first.
+func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 	log := s.logger(stderr)
+	for _, n := range notes {
+		log.Info("envoyproxy/ratelimit variable set, without effect here", slog.String("variable", n.name), slog.String("value", n.value), slog.String("why", n.doc))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// Caught from here on: SIGHUP's default action ends the process.
