@@ -22,6 +22,9 @@ type TLSServer struct {
 	*Server
 	TLSPort int
 	CAFile  string // PEM of the CA that signed the server's certificate
+	// ClientCert and ClientKey are a client certificate the same CA
+	// signed, for a server that asks for one (--tls-auth-clients yes).
+	ClientCert, ClientKey string
 }
 
 // TLSAddr is the host:port of the TLS listener.
@@ -33,16 +36,17 @@ func (s *TLSServer) TLSAddr() string { return "127.0.0.1:" + strconv.Itoa(s.TLSP
 func StartTLS(t testing.TB, extra ...string) *TLSServer {
 	t.Helper()
 	dir := t.TempDir()
-	ca, cert, key := writeCertificates(t, dir)
-	s := &TLSServer{TLSPort: freePort(t, false), CAFile: ca}
+	ca, cert, key, clientCert, clientKey := writeCertificates(t, dir)
+	s := &TLSServer{TLSPort: freePort(t, false), CAFile: ca, ClientCert: clientCert, ClientKey: clientKey}
 	s.Server = Start(t, append([]string{"--tls-port", strconv.Itoa(s.TLSPort), "--tls-cert-file", cert,
 		"--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"}, extra...)...)
 	return s
 }
 
-// writeCertificates writes a CA and a server certificate for 127.0.0.1
-// signed by it, and returns the files: CA, certificate, key.
-func writeCertificates(t testing.TB, dir string) (string, string, string) {
+// writeCertificates writes a CA, a server certificate for 127.0.0.1 and a
+// client certificate, both signed by it, and returns the files: CA,
+// server certificate, server key, client certificate, client key.
+func writeCertificates(t testing.TB, dir string) (ca, cert, key, clientCert, clientKey string) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -58,25 +62,7 @@ func writeCertificates(t testing.TB, dir string) (string, string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
 	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(srvKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,5 +73,30 @@ func writeCertificates(t testing.TB, dir string) (string, string, string) {
 		}
 		return path
 	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER), write("server.key", "EC PRIVATE KEY", keyDER)
+	// issue writes a certificate the CA signs from tmpl, and its key.
+	issue := func(name string, tmpl *x509.Certificate) (string, string) {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.NotBefore, tmpl.NotAfter, tmpl.KeyUsage = now.Add(-time.Hour), now.Add(24*time.Hour), x509.KeyUsageDigitalSignature
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(name+".pem", "CERTIFICATE", der), write(name+".key", "EC PRIVATE KEY", keyDER)
+	}
+	cert, key = issue("server", &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	clientCert, clientKey = issue("client", &x509.Certificate{
+		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "tokengate"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	return write("ca.pem", "CERTIFICATE", caDER), cert, key, clientCert, clientKey
 }
