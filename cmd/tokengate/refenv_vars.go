@@ -26,7 +26,7 @@ var refVars = []refVar{
 	{"LOG_FORMAT", "text", refMapped, "`--log-format`: json, anything else text (slog's, not logrus's fields)"},
 	// Configuration.
 	{"CONFIG_TYPE", "FILE", refMapped, "FILE: `--policy` the directory below; GRPC_XDS_SOTW: `--xds-server`"},
-	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", refMapped, "read, no effect: with FILE a directory that does not load stops the start either way; with xDS tokengate serves before the first configuration arrives"},
+	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", refMapped, "read, no effect: with FILE a directory that does not load stops the start either way; with GRPC_XDS_SOTW the xDS source's own start-up rule applies"},
 	{"RUNTIME_ROOT", "/srv/runtime_data/current", refMapped, "`--policy` $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY, a directory of the reference's files (its *.yaml files), reloaded when it changes"},
 	{"RUNTIME_SUBDIRECTORY", "", refMapped, "`--policy`; empty with RUNTIME_WATCH_ROOT true stops the start (the reference would load nothing)"},
 	{"RUNTIME_APPDIRECTORY", "config", refMapped, "`--policy`"},

@@ -303,3 +303,31 @@ func TestRatelimitRefuses(t *testing.T) {
 		}
 	}
 }
+
+// The REDIS_* variables end to end: mutual TLS (REDIS_TLS, its CA and
+// client certificate) and a Sentinel set (REDIS_TYPE=SENTINEL), each
+// deciding in the Redis they name.
+func TestRatelimitRedisEnv(t *testing.T) {
+	root := runtimeDir(t, refConfig+"integration")
+	tlsSrv := redistest.StartTLS(t, "--tls-auth-clients", "yes")
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, "rl-master", master)
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		redis string // where the bucket must be
+	}{
+		{"mutual TLS", []string{"REDIS_URL=" + tlsSrv.TLSAddr(), "REDIS_TLS=true", "REDIS_TLS_CACERT=" + tlsSrv.CAFile,
+			"REDIS_TLS_CLIENT_CERT=" + tlsSrv.ClientCert, "REDIS_TLS_CLIENT_KEY=" + tlsSrv.ClientKey}, tlsSrv.Addr()},
+		{"sentinel", []string{"REDIS_TYPE=SENTINEL", "REDIS_URL=rl-master," + sentinel.Addr()}, master.Addr()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := append(refEnv(root, "unused", "HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0"), tc.env...)
+			p := tgproc.StartAs(t, binary, "ratelimit", env...)
+			expectRef(t, "key1", p.Ask(t, "basic", 1, tgproc.Descriptor("key1", tc.name)), ok, refWant{ok, 50, "SECOND", 49})
+			if n, err := redistest.Do(tc.redis, "DBSIZE"); err != nil || n == "0" {
+				t.Errorf("%s holds %s keys (%v)", tc.redis, n, err)
+			}
+		})
+	}
+}
