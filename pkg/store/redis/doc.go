@@ -13,9 +13,12 @@
 // and each call runs only its entry, which is most of a script's cost
 // saved (calls.go); on a server without functions it is called by EVALSHA,
 // with EVAL after a NOSCRIPT. Inside, a call reads all its buckets with one
-// MGET and writes each with one SET that carries the TTL, and only when
-// the bucket changed by more than a refill: a rejection or a check writes
-// nothing.
+// MGET and writes each only when the bucket changed by more than a refill
+// (a rejection or a check writes nothing): the usual decision (lua/lean.lua)
+// a SETRANGE of the balance, which keeps the TTL, a new or converted bucket
+// one SET that carries its TTL. Concurrent requests of one replica share a
+// call (batch.go), each decided on its own as if alone, with one MGET for
+// the whole batch.
 //
 // # Exact arithmetic in Lua
 //
@@ -54,7 +57,7 @@
 // version's activation; the instant its key surely lives to) and the
 // identity of the version it was decided under (contract.go). Its TTL
 // covers the time until it is full again and twice ClockStepTolerance
-// (6h), and is kept (SET KEEPTTL, a cheaper write) while it still covers
+// (6h), and is kept (SETRANGE or SET KEEPTTL, cheaper writes) while it still covers
 // one tolerance past the full instant; a full bucket is deleted. Expiry
 // runs on the Redis host's wall clock, decisions on the shared clock: a
 // forward step of that wall clock up to the tolerance expires no bucket

@@ -96,8 +96,27 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		m.configChecks.WithLabelValues(v.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight, m.denyHits, m.batches, m.batched, m.ambiguous,
-			m.configUnsafe, m.configChecks, m.keys)
+		reg.MustRegister(m)
 	}
 	return m
+}
+
+// all are the store's metrics.
+func (m *storeMetrics) all() []prometheus.Collector {
+	return []prometheus.Collector{m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight,
+		m.denyHits, m.batches, m.batched, m.ambiguous, m.configUnsafe, m.configChecks, m.keys}
+}
+
+// Describe and Collect make the store's metrics one prometheus.Collector
+// (Store exports it).
+func (m *storeMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.all() {
+		c.Describe(ch)
+	}
+}
+
+func (m *storeMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.all() {
+		c.Collect(ch)
+	}
 }

@@ -150,6 +150,11 @@ func New(opts Options) (*Store, error) {
 	return s, nil
 }
 
+// Collector is the store's metrics as one prometheus.Collector, for a
+// caller that registers them itself rather than through
+// Options.Registerer.
+func (s *Store) Collector() prometheus.Collector { return s.metrics }
+
 // Cluster reports whether the client talks to a Redis Cluster.
 func (s *Store) Cluster() bool { return s.cluster }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/rueidis"
 
 	"github.com/tokengate/tokengate/internal/redistest"
@@ -64,4 +66,19 @@ func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStore(t, c, Options{RequestTime: true, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
 	})
+}
+
+// TestCollector: the store's metrics are one collector, registered whole
+// by Options.Registerer or on its own.
+func TestCollector(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv.Addr()), Options{})
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(s.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := testutil.GatherAndCount(reg, "tokengate_redis_keys", "tokengate_redis_ambiguous_total", "tokengate_redis_circuit_open")
+	if err != nil || n != 1+5+1 {
+		t.Fatalf("gathered %d series (%v), want 7", n, err)
+	}
 }

@@ -101,7 +101,7 @@ func TestOneRoundTrip(t *testing.T) {
 			// Commands the script runs inside Redis are counted too; what
 			// the client sent is everything else (and the INFO of
 			// commandStats).
-			inner := map[string]bool{"time": true, "mget": true, "set": true, "hmget": true, "hset": true, "pexpire": true, "del": true, "hincrby": true, "info": true}
+			inner := map[string]bool{"time": true, "mget": true, "set": true, "setrange": true, "hmget": true, "hset": true, "pexpire": true, "del": true, "hincrby": true, "info": true}
 			// The client may open another pipelined connection while the
 			// requests run; its handshake is per connection, not per
 			// decision, and bounded.
@@ -118,6 +118,36 @@ func TestOneRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCommandsPerDecision: the usual decision (buckets stored, no request
+// id) is one FCALL that runs one MGET and one SETRANGE per bucket it
+// charges, and nothing else.
+func TestCommandsPerDecision(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv.Addr()), Options{})
+	v := storetest.Version(t, 1, 1_000_000, "100/s")
+	decide := func(i int) {
+		items := []store.Item{{Key: "a" + strconv.Itoa(i%5), Version: v, Cost: 1}, {Key: "b" + strconv.Itoa(i%7), Version: v, Cost: 1}}
+		if _, err := s.Decide(context.Background(), &store.Request{Items: items}, make([]store.Result, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 35 { // every bucket stored
+		decide(i)
+	}
+	before := commandStats(t, srv.Addr())
+	const n = 200
+	for i := range n {
+		decide(i)
+	}
+	after := commandStats(t, srv.Addr())
+	want := map[string]int64{"fcall": n, "mget": n, "setrange": 2 * n, "info": 1}
+	for cmd, calls := range after {
+		if d := calls - before[cmd]; d != want[cmd] {
+			t.Errorf("%d %s for %d decisions, want %d", d, cmd, n, want[cmd])
+		}
 	}
 }
 

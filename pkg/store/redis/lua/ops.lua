@@ -308,12 +308,28 @@ local function settlement(allowed, order)
   return table.concat(settle, CHAIN_SEP)
 end
 
+-- A batch's records are read by one MGET for all its calls (batchop):
+-- BATCH_RECS, with this call's first at BATCH_BASE + 1. A call any of
+-- whose keys an earlier call of the batch touched reads its own.
+local BATCH_RECS, BATCH_BASE, BATCH_TOUCHED
+local function records()
+  if BATCH_RECS then
+    local recs, ok = {}, true
+    for i = 1, NITEMS do
+      if BATCH_TOUCHED[KEYS[i]] then ok = false; break end
+      recs[i] = BATCH_RECS[BATCH_BASE + i]
+    end
+    if ok then return recs end
+  end
+  return redis.call('MGET', unpack(KEYS, 1, NITEMS))
+end
+
 -- decideop decides (or, reserve, reserves) the request's items, all or
 -- nothing, and records a new request id's answer.
 local function decideop(reserve)
   local replay, keep = claim()
   if replay then return replay end
-  local recs = redis.call('MGET', unpack(KEYS, 1, NITEMS))
+  local recs = records()
   local lean = {}
   if leanload(recs, lean) then return leandecide(lean) end
   local allowed, order, res = run(reserve, recs)
@@ -390,11 +406,14 @@ end
 local function batchop(keys, args)
   local m = tonumber(args[ARG_BATCH_CALLS])
   local out, ko, ao = {}, 0, BATCH_HEAD + 2 * m
+  BATCH_RECS, BATCH_TOUCHED = redis.call('MGET', unpack(keys)), {}
   for j = 1, m do
     local nk, na = tonumber(args[BATCH_HEAD + 2 * j - 1]), tonumber(args[BATCH_HEAD + 2 * j])
+    BATCH_BASE = ko
     local ok, r = pcall(one, {unpack(keys, ko + 1, ko + nk)}, {unpack(args, ao + 1, ao + na)})
     if not ok and not (type(r) == 'table' and r.err) then r = redis.error_reply(tostring(r)) end
     out[j] = r
+    for k = ko + 1, ko + nk do BATCH_TOUCHED[keys[k]] = true end
     ko, ao = ko + nk, ao + na
   end
   return out
@@ -402,6 +421,7 @@ end
 
 -- main is the one entry point: a batch, or one call.
 local function main(keys, args)
+  BATCH_RECS = nil
   if args[ARG_OP] == OP_BATCH then return batchop(keys, args) end
   return one(keys, args)
 end
