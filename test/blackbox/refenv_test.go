@@ -45,6 +45,13 @@ func runtimeDir(t *testing.T, src string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	copyFiles(t, src, dir)
+	return root
+}
+
+// copyFiles copies the files of directory src, unchanged, into dst.
+func copyFiles(t *testing.T, src, dst string) {
+	t.Helper()
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +61,8 @@ func runtimeDir(t *testing.T, src string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tgproc.WritePolicy(t, filepath.Join(dir, e.Name()), string(data))
+		tgproc.WritePolicy(t, filepath.Join(dst, e.Name()), string(data))
 	}
-	return root
 }
 
 // refEnv is the environment of a ratelimit process on the runtime root,
