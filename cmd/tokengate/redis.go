@@ -165,8 +165,6 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 			client.Close()
 			return nil, err
 		}
-		log.Info("redis store connected", slog.String("mode", string(client.Mode())), slog.Bool("cluster", st.Cluster()),
-			slog.Duration("timeout", r.Timeout), slog.Float64("local_share", r.LocalShare))
 		return &connected{st, client}, nil
 	}
 	c, err := connect()
@@ -181,6 +179,10 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	lz := &lazyRedis{
 		closed: make(chan struct{}),
 		watch: func(c *connected) {
+			// Logged once the store serves, so that whoever sees the line
+			// finds the store in use.
+			log.Info("redis store connected", slog.String("mode", string(c.client.Mode())), slog.Bool("cluster", c.st.Cluster()),
+				slog.Duration("timeout", r.Timeout), slog.Float64("local_share", r.LocalShare))
 			go func() {
 				checkRedisLimits(wctx, c.st, log)
 				c.st.Watch(wctx, r.WatchEvery)
