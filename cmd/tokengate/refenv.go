@@ -56,11 +56,12 @@ type assignment struct {
 // empty is unset, and an unset one has its default.
 type refEnv struct {
 	vars map[string]string // the set ones, by name
+	read map[string]bool   // the ones asked for (a test checks every mapped one is)
 	errs []error
 }
 
 func newRefEnv(environ []string) *refEnv {
-	e := &refEnv{vars: map[string]string{}}
+	e := &refEnv{vars: map[string]string{}, read: map[string]bool{}}
 	for _, kv := range environ {
 		if k, v, _ := strings.Cut(kv, "="); v != "" {
 			e.vars[k] = v
@@ -69,10 +70,15 @@ func newRefEnv(environ []string) *refEnv {
 	return e
 }
 
-func (e *refEnv) isSet(name string) bool { _, ok := e.vars[name]; return ok }
+func (e *refEnv) isSet(name string) bool {
+	e.read[name] = true
+	_, ok := e.vars[name]
+	return ok
+}
 
 // get is name's value, else its default.
 func (e *refEnv) get(name string) string {
+	e.read[name] = true
 	if v, ok := e.vars[name]; ok {
 		return v
 	}

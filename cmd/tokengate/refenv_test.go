@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -17,13 +18,20 @@ var fromXDSBranch = map[string]bool{
 	"grpc-tls-cert-file": true, "grpc-tls-key-file": true, "grpc-tls-client-ca-file": true, "grpc-tls-require-client-cert": true,
 }
 
-// refFlags maps env as refAssign does: flag -> value, and the errors.
-func refFlags(env ...string) (map[string]string, string) {
+// mapRef maps env as refAssign does: flag -> value, and the environment
+// read.
+func mapRef(env ...string) (map[string]string, *refEnv) {
 	e := newRefEnv(env)
 	out := map[string]string{}
 	for _, a := range refAssign(e) {
 		out[a.flag] = a.value
 	}
+	return out, e
+}
+
+// refFlags is mapRef's flags and errors.
+func refFlags(env ...string) (map[string]string, string) {
+	out, e := mapRef(env...)
 	var errs []string
 	for _, err := range e.errs {
 		errs = append(errs, err.Error())
@@ -217,8 +225,8 @@ func TestReferenceEnvSettings(t *testing.T) {
 }
 
 // Every flag the mapping gives is a setting of settingsTable (but the xds
-// branch's, until it is merged), and every variable of refVars is listed
-// once.
+// branch's, until it is merged), every mapped variable of refVars is read
+// by the mapping, and every variable is listed once.
 func TestReferenceEnvFlagsExist(t *testing.T) {
 	var s settings
 	b := bindSettings(&s)
@@ -230,11 +238,13 @@ func TestReferenceEnvFlagsExist(t *testing.T) {
 			"CONFIG_GRPC_XDS_SERVER_USE_TLS=true", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT=/ca", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT=/c", "CONFIG_GRPC_XDS_SERVER_TLS_SAN=n"},
 		{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=cluster", "REDIS_URL=a:1"},
 	}
+	read := map[string]bool{}
 	for _, env := range envs {
-		got, errs := refFlags(env...)
-		if errs != "" {
-			t.Fatal(errs)
+		got, e := mapRef(env...)
+		if err := errors.Join(e.errs...); err != nil {
+			t.Fatal(err)
 		}
+		maps.Copy(read, e.read)
 		for flag := range got {
 			if _, _, ok := b.lookup(flag); !ok && !fromXDSBranch[flag] {
 				t.Errorf("the mapping gives --%s, which is no setting", flag)
@@ -243,6 +253,9 @@ func TestReferenceEnvFlagsExist(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, rv := range refVars {
+		if rv.kind == refMapped && !read[rv.name] {
+			t.Errorf("%s is mapped, but the mapping never reads it", rv.name)
+		}
 		if seen[rv.name] {
 			t.Errorf("%s listed twice", rv.name)
 		}
