@@ -337,3 +337,33 @@ func TestRatelimitRedisEnv(t *testing.T) {
 		})
 	}
 }
+
+// RUNTIME_WATCH_ROOT true (the default): RUNTIME_ROOT is a symbolic link
+// that a deployment swaps to a new tree, as the reference's goruntime
+// expects; the new tree is served (within the watcher's poll, 10s).
+func TestRatelimitRootSwap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the watcher's poll")
+	}
+	rd := redistest.Start(t)
+	base := t.TempDir()
+	v1, v2 := runtimeDir(t, refConfig+"integration"), runtimeDir(t, refConfig+"reload")
+	current := filepath.Join(base, "current")
+	if err := os.Symlink(v1, current); err != nil {
+		t.Fatal(err)
+	}
+	env := refEnv(current, rd.Addr(), "HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0")
+	p := tgproc.StartAs(t, binary, "ratelimit", append(slicesDelete(env, "RUNTIME_WATCH_ROOT=false"), "RUNTIME_WATCH_ROOT=true")...)
+	expectRef(t, "reload domain before the swap", p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")), ok, refWant{code: ok})
+	// ln -sfn: a new link renamed over the old one.
+	next := filepath.Join(base, "next")
+	if err := os.Symlink(v2, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, current); err != nil {
+		t.Fatal(err)
+	}
+	tgproc.Eventually(t, "the swapped tree served", func() bool {
+		return p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")).OverallCode == over
+	})
+}
