@@ -138,6 +138,7 @@ func writeUsage(w io.Writer) {
 	fmt.Fprintf(tw, "  tokengate --version\tprint the version\n")
 	tw.Flush()
 	fmt.Fprint(w, "\nWithout a command, tokengate serves: tokengate --policy FILE is tokengate serve --policy FILE.\n")
+	fmt.Fprint(w, "Invoked as ratelimit (a link, as the image's /bin/ratelimit), it serves as envoyproxy/ratelimit,\nconfigured by that service's environment variables alone (README: Migrating from envoyproxy/ratelimit).\n")
 }
 
 // helpError is what a command returns when asked for --help: run prints
