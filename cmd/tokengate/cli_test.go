@@ -149,7 +149,7 @@ func TestPolicySourceKey(t *testing.T) {
 	for _, path := range []string{"", file} {
 		tap := newLogTap()
 		ctx, cancel := context.WithCancel(context.Background())
-		_, _, err := loadPolicy(ctx, settings{Policy: path}, clock.NewMonotonic(), metrics.New(prometheus.NewRegistry()), slog.New(tap))
+		_, err := loadPolicy(ctx, settings{Policy: path}, clock.NewMonotonic(), metrics.New(prometheus.NewRegistry()), slog.New(tap))
 		if err != nil {
 			t.Fatal(err)
 		}

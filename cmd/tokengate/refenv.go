@@ -172,7 +172,9 @@ func refAssign(e *refEnv) []assignment {
 			set("grpc-tls-require-client-cert", "true", "GRPC_CLIENT_TLS_CACERT")
 		}
 	}
-	e.bool("FORCE_START_WITHOUT_INITIAL_CONFIG")
+	if e.bool("FORCE_START_WITHOUT_INITIAL_CONFIG") {
+		set("xds-force-start", "true", "FORCE_START_WITHOUT_INITIAL_CONFIG")
+	}
 	return as
 }
 
@@ -211,16 +213,20 @@ func refXDS(e *refEnv) []assignment {
 		as = append(as, assignment{"xds-node-metadata", string(b), "CONFIG_GRPC_XDS_NODE_METADATA"})
 	}
 	if e.bool("CONFIG_GRPC_XDS_SERVER_USE_TLS") {
-		ca := e.get("CONFIG_GRPC_XDS_SERVER_TLS_CACERT")
-		if ca == "" {
-			e.fail("CONFIG_GRPC_XDS_SERVER_USE_TLS=true without CONFIG_GRPC_XDS_SERVER_TLS_CACERT: tokengate verifies the xDS server against a CA file")
+		// --xds-ca-file, --xds-cert-file or --xds-server-name turns TLS on;
+		// without a CA file the system's roots verify, as the reference's.
+		ca, cert, san := e.get("CONFIG_GRPC_XDS_SERVER_TLS_CACERT"), e.get("CONFIG_GRPC_XDS_CLIENT_TLS_CERT"), e.get("CONFIG_GRPC_XDS_SERVER_TLS_SAN")
+		if ca == "" && cert == "" && san == "" {
+			e.fail("CONFIG_GRPC_XDS_SERVER_USE_TLS=true alone: tokengate turns TLS to the xDS server on with CONFIG_GRPC_XDS_SERVER_TLS_CACERT, CONFIG_GRPC_XDS_CLIENT_TLS_CERT or CONFIG_GRPC_XDS_SERVER_TLS_SAN; set one")
 		}
-		as = append(as, assignment{"xds-ca-file", ca, "CONFIG_GRPC_XDS_SERVER_USE_TLS, CONFIG_GRPC_XDS_SERVER_TLS_CACERT"})
-		if c := e.get("CONFIG_GRPC_XDS_CLIENT_TLS_CERT"); c != "" {
+		if ca != "" {
+			as = append(as, assignment{"xds-ca-file", ca, "CONFIG_GRPC_XDS_SERVER_USE_TLS, CONFIG_GRPC_XDS_SERVER_TLS_CACERT"})
+		}
+		if c := cert; c != "" {
 			as = append(as, assignment{"xds-cert-file", c, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT"},
 				assignment{"xds-key-file", e.get("CONFIG_GRPC_XDS_CLIENT_TLS_KEY"), "CONFIG_GRPC_XDS_CLIENT_TLS_KEY"})
 		}
-		if san := e.get("CONFIG_GRPC_XDS_SERVER_TLS_SAN"); san != "" {
+		if san != "" {
 			as = append(as, assignment{"xds-server-name", san, "CONFIG_GRPC_XDS_SERVER_TLS_SAN"})
 		}
 	}

@@ -8,16 +8,6 @@ import (
 	"time"
 )
 
-// fromXDSBranch are the settings the xds branch adds (the xDS config
-// source, gRPC server TLS); until it is merged, the mapping onto them is
-// checked here but the flags do not exist yet. The lead removes this list
-// when merging both.
-var fromXDSBranch = map[string]bool{
-	"xds-server": true, "xds-node-id": true, "xds-node-metadata": true,
-	"xds-ca-file": true, "xds-cert-file": true, "xds-key-file": true, "xds-server-name": true,
-	"grpc-tls-cert-file": true, "grpc-tls-key-file": true, "grpc-tls-client-ca-file": true, "grpc-tls-require-client-cert": true,
-}
-
 // mapRef maps env as refAssign does: flag -> value, and the environment
 // read.
 func mapRef(env ...string) (map[string]string, *refEnv) {
@@ -102,7 +92,7 @@ func TestReferenceEnvMapping(t *testing.T) {
 				"xds-server": "envoy-gateway:18001", "xds-node-id": "envoy-ratelimit",
 				"xds-ca-file": "/certs/ca.crt", "xds-cert-file": "/certs/tls.crt", "xds-key-file": "/certs/tls.key",
 				"grpc-tls-cert-file": "/certs/tls.crt", "grpc-tls-key-file": "/certs/tls.key",
-				"redis-addr": "redis.redis.svc:6379", "metrics-addr": ":19001", "log-level": "info",
+				"redis-addr": "redis.redis.svc:6379", "metrics-addr": ":19001", "log-level": "info", "xds-force-start": "true",
 			},
 			// GRPC_SERVER_TLS_CA_CERT is not a variable of the reference: it
 			// requires no client certificate there, nor here.
@@ -149,7 +139,7 @@ func TestReferenceEnvRefused(t *testing.T) {
 		{[]string{subdir, "REDIS_TYPE=cluster"}, "REDIS_SOCKET_TYPE=unix with REDIS_TYPE=cluster"},
 		{[]string{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=sentinel", "REDIS_URL=s1:26379"}, "want MASTER,SENTINEL1"},
 		{[]string{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=replica"}, `REDIS_TYPE="replica"`},
-		{[]string{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS=true"}, "without CONFIG_GRPC_XDS_SERVER_TLS_CACERT"},
+		{[]string{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS=true"}, "CONFIG_GRPC_XDS_SERVER_USE_TLS=true alone"},
 	} {
 		if _, errs := refFlags(tc.env...); !strings.Contains(errs, tc.want) {
 			t.Errorf("%q: errors %q, want %q", tc.env, errs, tc.want)
@@ -219,13 +209,28 @@ func TestReferenceEnvSettings(t *testing.T) {
 	case s.Redis.Timeout != 15*time.Millisecond || s.MaxBuckets != 1_000_000:
 		t.Errorf("tokengate's defaults: %v %d", s.Redis.Timeout, s.MaxBuckets)
 	}
+	// Envoy Gateway's environment lands in the xDS and gRPC TLS settings.
+	s, _, err = refSettings([]string{"RUNTIME_ROOT=/data", subdir, "RUNTIME_IGNOREDOTFILES=true", "RUNTIME_WATCH_ROOT=false", "LOG_LEVEL=info", "USE_STATSD=false",
+		"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL=envoy-gateway:18001", "CONFIG_GRPC_XDS_NODE_ID=envoy-ratelimit",
+		"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=/certs/tls.crt", "GRPC_SERVER_TLS_KEY=/certs/tls.key", "GRPC_SERVER_TLS_CA_CERT=/certs/ca.crt",
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS=true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT=/certs/tls.crt", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY=/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT=/certs/ca.crt",
+		"FORCE_START_WITHOUT_INITIAL_CONFIG=true", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=redis.redis.svc:6379",
+		"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=:19001", "PROMETHEUS_MAPPER_YAML=/etc/statsd-exporter/conf.yaml"})
+	if err != nil {
+		t.Fatalf("Envoy Gateway's environment: %v", err)
+	}
+	if x := s.XDS; x.Server != "envoy-gateway:18001" || x.NodeID != "envoy-ratelimit" || x.CAFile != "/certs/ca.crt" || x.CertFile != "/certs/tls.crt" || !x.ForceStart || s.Policy != "" {
+		t.Errorf("xDS: %+v, policy %q", x, s.Policy)
+	}
+	if g := s.GRPCTLS; g.CertFile != "/certs/tls.crt" || g.KeyFile != "/certs/tls.key" || g.ClientCAFile != "" || g.RequireClientCert {
+		t.Errorf("gRPC TLS: %+v", g)
+	}
 	if _, _, err := refSettings([]string{subdir, "REDIS_POOL_SIZE=ten"}); err == nil || !strings.Contains(err.Error(), `REDIS_POOL_SIZE: "ten" for --redis-pool-size: want a whole number`) {
 		t.Errorf("REDIS_POOL_SIZE=ten: %v", err)
 	}
 }
 
-// Every flag the mapping gives is a setting of settingsTable (but the xds
-// branch's, until it is merged), every mapped variable of refVars is read
+// Every flag the mapping gives is a setting of settingsTable, every mapped variable of refVars is read
 // by the mapping, and every variable is listed once.
 func TestReferenceEnvFlagsExist(t *testing.T) {
 	var s settings
@@ -234,7 +239,7 @@ func TestReferenceEnvFlagsExist(t *testing.T) {
 		{subdir, "USE_PROMETHEUS=true", "SHADOW_MODE=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true", "GRPC_SERVER_USE_TLS=true", "GRPC_CLIENT_TLS_CACERT=/ca",
 			"REDIS_TLS=true", "REDIS_TLS_CACERT=/ca", "REDIS_TLS_CLIENT_CERT=/c", "REDIS_AUTH=u:p", "REDIS_POOL_SIZE=1", "REDIS_TIMEOUT=1s",
 			"CACHE_KEY_PREFIX=p", "LOCAL_CACHE_SIZE_IN_BYTES=1", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true"},
-		{"REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=sentinel", "REDIS_URL=m,s:1", "CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA=a=b",
+		{"REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=sentinel", "REDIS_URL=m,s:1", "CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA=a=b", "FORCE_START_WITHOUT_INITIAL_CONFIG=true",
 			"CONFIG_GRPC_XDS_SERVER_USE_TLS=true", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT=/ca", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT=/c", "CONFIG_GRPC_XDS_SERVER_TLS_SAN=n"},
 		{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=cluster", "REDIS_URL=a:1"},
 	}
@@ -246,7 +251,7 @@ func TestReferenceEnvFlagsExist(t *testing.T) {
 		}
 		maps.Copy(read, e.read)
 		for flag := range got {
-			if _, _, ok := b.lookup(flag); !ok && !fromXDSBranch[flag] {
+			if _, _, ok := b.lookup(flag); !ok {
 				t.Errorf("the mapping gives --%s, which is no setting", flag)
 			}
 		}

@@ -50,11 +50,16 @@ func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 	clk := clock.NewMonotonic()
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	current, file, err := loadPolicy(ctx, s, clk, m, log)
+	src, err := loadPolicy(ctx, s, clk, m, log)
 	if err != nil {
 		return err
 	}
-	go reloadOnHangup(ctx, hup, file, log)
+	current := src.current
+	go reloadOnHangup(ctx, hup, src.file, log)
+	grpcTLS, err := s.GRPCTLS.tls(log)
+	if err != nil {
+		return err
+	}
 
 	be := openMemory
 	if s.Store == "redis" {
@@ -81,36 +86,54 @@ func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
-		Policy: current, Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
+		Policy: current, Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
+		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
 		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("tokengate starting", slog.String("version", versionString()), slog.String("store", s.Store))
+	log.Info("tokengate starting", slog.String("version", versionString()), slog.String("store", s.Store), slog.Bool("grpc_tls", grpcTLS != nil))
 	return srv.Serve(ctx)
 }
 
-// loadPolicy loads the policy file and keeps watching it, or compiles the
-// built-in policy when none is given. It returns what serves now and the
-// file's watcher, nil for the built-in policy.
-func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (func() *policy.Policy, policyFile, error) {
-	if s.Policy == "" {
-		p, err := new(policy.Compiler).Compile(config.DefaultName, config.Default, nil, clk.Now())
+// policySource is where the policy comes from: what serves now, the
+// file's watcher (nil for the built-in policy and xDS), and readiness (nil:
+// always ready).
+type policySource struct {
+	current func() *policy.Policy
+	file    policyFile
+	ready   func() error
+}
+
+// loadPolicy loads the policy file and keeps watching it, subscribes to
+// the xDS server, or compiles the built-in policy when neither is given.
+// Every policy of the process is compiled by one Compiler.
+func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (policySource, error) {
+	compiler := new(policy.Compiler)
+	switch {
+	case s.XDS.Server != "":
+		c, err := loadXDS(ctx, s, compiler, clk, m, log)
 		if err != nil {
-			return nil, nil, fmt.Errorf("built-in policy: %w", err)
+			return policySource{}, err
+		}
+		return policySource{current: c.Current, ready: c.Ready}, nil
+	case s.Policy == "":
+		p, err := compiler.Compile(config.DefaultName, config.Default, nil, clk.Now())
+		if err != nil {
+			return policySource{}, fmt.Errorf("built-in policy: %w", err)
 		}
 		p.Activate()
 		reloaded(m, watch.Success, p, nil)
 		log.Info("policy loaded", slog.String(watch.SourceKey, p.Name()), slog.Int64("revision", p.Revision()), slog.String("sha256", p.SHA256()))
-		return func() *policy.Policy { return p }, nil, nil
+		return policySource{current: func() *policy.Policy { return p }}, nil
 	}
 	w, err := watch.New(watch.Options{
-		Path: s.Policy, Clock: clk, Logger: log,
+		Path: s.Policy, Clock: clk, Compiler: compiler, Logger: log,
 		OnReload: func(r watch.Result, p *policy.Policy, err error) { reloaded(m, r, p, err) },
 	})
 	if err != nil {
-		return nil, nil, err
+		return policySource{}, err
 	}
 	go func() {
 		defer w.Close()
@@ -118,7 +141,7 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 			log.Error("policy watcher stopped; the last good policy keeps serving", slog.String("error", err.Error()))
 		}
 	}()
-	return w.Current, w, nil
+	return policySource{current: w.Current, file: w}, nil
 }
 
 // reloaded counts a policy load, and a failure's reason, and exports the
@@ -143,8 +166,8 @@ type policyFile interface {
 // watcher logs and counts a new policy or a refusal, and a refused file
 // leaves the last good policy serving; a file whose content was already
 // tried is logged here as unchanged. Signals that arrive during a reload
-// are coalesced into one more. Without a policy file (file nil) there is
-// nothing to re-read.
+// are coalesced into one more. Without a policy file (file nil: the
+// built-in policy, or xDS) there is nothing to re-read.
 func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file policyFile, log *slog.Logger) {
 	for {
 		select {
@@ -153,7 +176,7 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file policyFile, 
 		case <-hup:
 		}
 		if file == nil {
-			log.Info("SIGHUP: no policy file to reload; the built-in policy keeps serving")
+			log.Info("SIGHUP: no policy file to reload; the policy serving stays")
 			continue
 		}
 		log.Info("SIGHUP: reloading policy")

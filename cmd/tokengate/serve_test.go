@@ -71,7 +71,7 @@ func TestReloadOnHangup(t *testing.T) {
 			`msg="SIGHUP: reloading policy"`,
 		}},
 		{"built-in policy", nil, []string{
-			`msg="SIGHUP: no policy file to reload; the built-in policy keeps serving"`,
+			`msg="SIGHUP: no policy file to reload; the policy serving stays"`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

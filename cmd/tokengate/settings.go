@@ -50,12 +50,14 @@ type settings struct {
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
-	DebugAddr             string // /rlconfig and pprof; "" none
-	MetricsAddr           string // the metrics alone, at MetricsPath; "" none
-	MetricsPath           string
-	ShadowAll             bool          // service.Options.ShadowAll
-	LimitHeaders          string        // service.Options.LimitHeaders, comma-separated
-	Redis                 redisSettings // the other --redis-* settings (redis.go)
+	DebugAddr             string          // /rlconfig and pprof; "" none
+	MetricsAddr           string          // the metrics alone, at MetricsPath; "" none
+	MetricsPath           string          //
+	ShadowAll             bool            // service.Options.ShadowAll
+	LimitHeaders          string          // service.Options.LimitHeaders, comma-separated
+	Redis                 redisSettings   // the other --redis-* settings (redis.go)
+	XDS                   xdsSettings     // --xds-* (xds.go)
+	GRPCTLS               grpcTLSSettings // --grpc-tls-* (xds.go)
 }
 
 // A setting is one row of settingsTable.
@@ -323,6 +325,12 @@ func (s settings) check() error {
 		return fmt.Errorf("--shutdown-timeout, --janitor-interval and --replay-window must be positive")
 	}
 	if err := s.Redis.check(); s.Store == "redis" && err != nil {
+		return err
+	}
+	if err := s.XDS.check(s.Policy); err != nil {
+		return err
+	}
+	if err := s.GRPCTLS.check(); err != nil {
 		return err
 	}
 	var l slog.Level

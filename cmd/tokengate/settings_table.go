@@ -13,7 +13,7 @@ import (
 var settingsTable = []setting{
 	opt("config", "", "settings file (.yaml, .yml, .json or .toml) with the keys of this table",
 		func(s *settings) *string { return &s.Config }).only(fromFlag | fromEnv),
-	opt("policy", "", "policy file to serve and watch (default: the built-in policy)",
+	opt("policy", "", "policy file or directory to serve and watch (default: the built-in policy, or with --xds-server the xDS server's)",
 		func(s *settings) *string { return &s.Policy }),
 	opt("grpc-addr", ":8081", "gRPC listen address (ratelimit.v3, ext_authz, health, reflection)",
 		func(s *settings) *string { return &s.GRPCAddr }),
@@ -51,6 +51,34 @@ var settingsTable = []setting{
 		func(s *settings) *bool { return &s.ShadowAll }),
 	opt("limit-headers", "", "LIMIT,REMAINING,RESET: add these three response headers from the descriptor nearest its limit, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED (default: none)",
 		func(s *settings) *string { return &s.LimitHeaders }),
+
+	// gRPC over TLS (xds.go).
+	opt("grpc-tls-cert-file", "", "PEM certificate (chain) of the gRPC listener; with --grpc-tls-key-file, serves gRPC over TLS only. Reread when the file changes",
+		func(s *settings) *string { return &s.GRPCTLS.CertFile }),
+	opt("grpc-tls-key-file", "", "PEM private key of --grpc-tls-cert-file",
+		func(s *settings) *string { return &s.GRPCTLS.KeyFile }),
+	opt("grpc-tls-client-ca-file", "", "PEM CAs whose client certificates the gRPC listener verifies (mTLS); reread when the file changes",
+		func(s *settings) *string { return &s.GRPCTLS.ClientCAFile }),
+	opt("grpc-tls-require-client-cert", false, "refuse gRPC clients without a certificate of --grpc-tls-client-ca-file (without it, one is verified when given)",
+		func(s *settings) *bool { return &s.GRPCTLS.RequireClientCert }),
+
+	// The policy from an xDS management server (xds.go).
+	opt("xds-server", "", "host:port of an xDS management server to take the policy from (RateLimitConfig over ADS, as Envoy Gateway serves it); not with --policy",
+		func(s *settings) *string { return &s.XDS.Server }),
+	opt("xds-node-id", "default", "node id sent to the xDS server, which picks the configs by it (Envoy Gateway: envoy-ratelimit)",
+		func(s *settings) *string { return &s.XDS.NodeID }),
+	opt("xds-node-metadata", "", `node metadata sent to the xDS server, a JSON object such as {"cluster":"edge"}`,
+		func(s *settings) *string { return &s.XDS.NodeMetadata }),
+	opt("xds-ca-file", "", "PEM CAs that sign the xDS server's certificate; any --xds-ca-file, --xds-cert-file or --xds-server-name turns TLS on (without a CA file, the system's roots verify)",
+		func(s *settings) *string { return &s.XDS.CAFile }),
+	opt("xds-cert-file", "", "PEM client certificate for mTLS to the xDS server, with --xds-key-file; reread when the file changes",
+		func(s *settings) *string { return &s.XDS.CertFile }),
+	opt("xds-key-file", "", "PEM private key of --xds-cert-file",
+		func(s *settings) *string { return &s.XDS.KeyFile }),
+	opt("xds-server-name", "", "name the xDS server's certificate must carry (default: the host of --xds-server)",
+		func(s *settings) *string { return &s.XDS.ServerName }),
+	opt("xds-force-start", false, "ready before the first config from the xDS server, answering every request OK until it arrives (envoyproxy/ratelimit's FORCE_START_WITHOUT_INITIAL_CONFIG); without it, not ready until then",
+		func(s *settings) *bool { return &s.XDS.ForceStart }),
 
 	// --store redis (redis.go).
 	opt("redis-addr", "127.0.0.1:6379", "Redis host:port; comma-separated for Cluster seed nodes or Sentinels",

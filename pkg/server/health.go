@@ -38,8 +38,14 @@ func (s *Server) storeErr() error {
 }
 
 // notReady reports why tokengate is not ready given the store's state:
-// never, unless ReadyRequiresStore and the store fails.
+// while the policy source is not (Options.Ready), or with
+// ReadyRequiresStore while the store fails.
 func (s *Server) notReady(storeErr error) error {
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			return err
+		}
+	}
 	if s.opts.ReadyRequiresStore {
 		return storeErr
 	}
@@ -97,9 +103,15 @@ func (s *Server) setHealth(storeErr error) {
 }
 
 // readyz is GET /readyz: 200 while tokengate can answer, naming a degraded
-// store from the latest check; 503 when it cannot (ReadyRequiresStore and
-// the store fails now).
+// store from the latest check; 503 when it cannot (no policy yet from its
+// source, or ReadyRequiresStore and the store fails now).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	if s.opts.ReadyRequiresStore {
 		if err := s.storeErr(); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)

@@ -107,3 +107,39 @@ func TestHealthWithoutStoreCheck(t *testing.T) {
 	tgproc.WaitHealth(t, conn, StoreHealthService, serving)
 	tgproc.WaitHealth(t, conn, "", serving)
 }
+
+// TestReadyFollowsPolicySource: until the policy source has delivered
+// (Options.Ready), readiness is NOT_SERVING and /readyz 503.
+func TestReadyFollowsPolicySource(t *testing.T) {
+	var delivered atomic.Bool
+	s := newStack(t, "domains: {}\n", nil)
+	srv := serve(t, Options{RateLimit: s.doors.RateLimit(s.svc), Metrics: s.m, Gatherer: s.reg, Policy: s.policy, Logger: s.log,
+		Ready: func() error {
+			if !delivered.Load() {
+				return errors.New("no rate limit config received yet")
+			}
+			return nil
+		}})
+	conn, err := grpc.NewClient(srv.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	readyz := func() int {
+		resp, err := http.Get("http://" + srv.HTTPAddr().String() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	tgproc.WaitHealth(t, conn, "", notServing)
+	if code := readyz(); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before the first policy: %d", code)
+	}
+	delivered.Store(true)
+	tgproc.WaitHealth(t, conn, "", serving)
+	if code := readyz(); code != http.StatusOK {
+		t.Errorf("/readyz after the first policy: %d", code)
+	}
+}

@@ -13,6 +13,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -62,6 +64,13 @@ type Options struct {
 	// store takes the replica out. Without it tokengate is ready while it
 	// can answer, each rule's on_store_error answering for a failing store.
 	ReadyRequiresStore bool
+	// Ready, when set, reports why tokengate cannot answer yet (nil when
+	// it can): a policy source that has not delivered its first policy
+	// (xDS). Readiness follows it as well.
+	Ready func() error
+	// TLS, when set, serves gRPC over TLS only (plaintext is refused);
+	// for mTLS it verifies clients (tlsfiles.Files.ServerConfig).
+	TLS *tls.Config
 
 	// DebugAddr, when set, is a listener for /rlconfig and /debug/pprof/
 	// (refhttp.go).
@@ -157,7 +166,11 @@ func New(opts Options) (*Server, error) {
 		s.closeSides()
 		return nil, err
 	}
-	s.grpc = grpc.NewServer(
+	var creds []grpc.ServerOption
+	if opts.TLS != nil {
+		creds = append(creds, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(append(creds,
 		grpc.ForceServerCodecV2(newCodec(opts.Metrics.InvalidUTF8, opts.Logger)),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
@@ -167,7 +180,7 @@ func New(opts Options) (*Server, error) {
 			Time: keepaliveTime, Timeout: keepaliveTimeout, MaxConnectionIdle: opts.GRPCMaxConnectionIdle,
 		}),
 		grpc.ChainUnaryInterceptor(s.observe),
-	)
+	)...)
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
 	if opts.Authorization != nil {
 		authv3.RegisterAuthorizationServer(s.grpc, opts.Authorization)

@@ -2,6 +2,8 @@ package blackbox
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,9 +16,16 @@ import (
 	"testing"
 	"time"
 
+	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/internal/tlstest"
+	"github.com/tokengate/tokengate/internal/xdstest"
+	"github.com/tokengate/tokengate/pkg/tlsfiles"
 	"github.com/tokengate/tokengate/test/tgproc"
 )
 
@@ -366,4 +375,61 @@ func TestRatelimitRootSwap(t *testing.T) {
 	tgproc.Eventually(t, "the swapped tree served", func() bool {
 		return p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")).OverallCode == over
 	})
+}
+
+// Envoy Gateway's environment (its internal/infrastructure/kubernetes/
+// ratelimit sets these), with a management server over mTLS as Envoy
+// Gateway's: the binary invoked as ratelimit is ready before the first
+// config (FORCE_START_WITHOUT_INITIAL_CONFIG), takes the config over xDS,
+// serves gRPC over TLS without asking Envoy for a certificate
+// (GRPC_SERVER_TLS_CA_CERT is not the reference's variable), and serves
+// the metrics on PROMETHEUS_ADDR.
+func TestRatelimitEnvoyGateway(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "envoy-gateway")
+	xdsPair, rlServer, rlClient := ca.Server(t, dir, "xds", "localhost"), ca.Server(t, dir, "ratelimit", "localhost"), ca.Client(t, dir, "envoy-ratelimit")
+	xdsFiles, err := tlsfiles.Load(xdsPair.CertFile, xdsPair.KeyFile, ca.CAFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := xdstest.Start(t, "127.0.0.1:0", xdsFiles.ServerConfig(true))
+	rd := redistest.Start(t)
+	port, promPort := freePort(t), freePort(t)
+	p := tgproc.StartAs(t, binary, "ratelimit",
+		"RUNTIME_ROOT=/data", "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_IGNOREDOTFILES=true", "RUNTIME_WATCH_ROOT=false",
+		"LOG_LEVEL=info", "USE_STATSD=false", "CONFIG_TYPE=GRPC_XDS_SOTW",
+		"CONFIG_GRPC_XDS_SERVER_URL="+m.Addr, "CONFIG_GRPC_XDS_NODE_ID="+xdstest.NodeID,
+		"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT="+rlServer.CertFile, "GRPC_SERVER_TLS_KEY="+rlServer.KeyFile, "GRPC_SERVER_TLS_CA_CERT="+ca.CAFile,
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS=true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT="+rlClient.CertFile, "CONFIG_GRPC_XDS_CLIENT_TLS_KEY="+rlClient.KeyFile,
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT="+ca.CAFile, "FORCE_START_WITHOUT_INITIAL_CONFIG=true",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+rd.Addr(),
+		"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:"+promPort, "PROMETHEUS_MAPPER_YAML=/etc/statsd-exporter/conf.yaml",
+		// Not Envoy Gateway's: loopback ports, JSON logs for the harness.
+		"HOST=127.0.0.1", "PORT="+port, "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0", "LOG_FORMAT=json")
+	if code, body := p.Get(t, "/healthcheck"); code != 200 || body != "OK" {
+		t.Errorf("/healthcheck before the first config, forced to start: %d %q", code, body)
+	}
+	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: xdsFiles.Pool(), ServerName: "localhost"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	ask := func() *rlsv3.RateLimitResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonrl.RateLimitDescriptor{tgproc.Descriptor("user", "ann")}})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit over TLS: %v", err)
+		}
+		return r
+	}
+	if got := answers(t, ask, 3); got != "OK OK OK" {
+		t.Fatalf("before the first config: %s", got)
+	}
+	m.Set(t, "1", xdstest.PerUser("edge", 2, rlsconf.RateLimitUnit_MINUTE))
+	tgproc.Eventually(t, "the config from xDS served", func() bool { return ask().OverallCode == over })
+	if code, body := tgproc.GetURL(t, "http://127.0.0.1:"+promPort+"/metrics"); code != 200 || !strings.Contains(body, `tokengate_decisions_total{domain="edge"`) {
+		t.Errorf("metrics on PROMETHEUS_ADDR: %d %.300q", code, body)
+	}
 }

@@ -138,6 +138,43 @@ policy: {content: ""}
 				}
 			}
 		}},
+		{"gRPC over mTLS from a Secret", `
+grpcTLS: {existingSecret: tokengate-tls, clientCAKey: ca.crt, requireClientCert: true}
+`, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--grpc-tls-cert-file=/etc/tokengate-tls/tls.crt", "--grpc-tls-key-file=/etc/tokengate-tls/tls.key",
+				"--grpc-tls-client-ca-file=/etc/tokengate-tls/ca.crt", "--grpc-tls-require-client-cert")
+			v := volume(t, o, "grpc-tls")
+			if v.Secret == nil || v.Secret.SecretName != "tokengate-tls" || len(v.Secret.Items) != 3 || v.Secret.Items[2].Path != "ca.crt" {
+				t.Errorf("grpc-tls volume %+v", v.VolumeSource)
+			}
+			c := o.Deployment.Spec.Template.Spec.Containers[0]
+			mounted := false
+			for _, m := range c.VolumeMounts {
+				if m.Name == "grpc-tls" {
+					mounted = m.MountPath == "/etc/tokengate-tls" && m.SubPath == "" && m.ReadOnly
+				}
+			}
+			if !mounted {
+				t.Errorf("grpc-tls mounts %+v, want a read-only directory at /etc/tokengate-tls", c.VolumeMounts)
+			}
+			// The kubelet's gRPC probe has no TLS: readiness asks /readyz.
+			if p := c.ReadinessProbe; p.GRPC != nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "http" {
+				t.Errorf("readiness probe %+v", p.ProbeHandler)
+			}
+		}},
+		{"gRPC over TLS, no client certificates", `
+grpcTLS: {existingSecret: tokengate-tls}
+`, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--grpc-tls-cert-file=/etc/tokengate-tls/tls.crt", "--grpc-tls-key-file=/etc/tokengate-tls/tls.key")
+			for _, a := range o.Deployment.Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(a, "--grpc-tls-client-ca-file") || strings.HasPrefix(a, "--grpc-tls-require-client-cert") {
+					t.Errorf("arg %s without clientCAKey", a)
+				}
+			}
+			if items := volume(t, o, "grpc-tls").Secret.Items; len(items) != 2 {
+				t.Errorf("grpc-tls items %+v", items)
+			}
+		}},
 		{"pinned image, minAvailable, no service account, no GOMEMLIMIT", `
 image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
 podDisruptionBudget: {minAvailable: 1}
@@ -191,6 +228,8 @@ func TestRefuses(t *testing.T) {
 		{"min above max", `{store: redis, redis: {addr: "r:6379"}, autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}}`, "minReplicas"},
 		{"a misspelt value", "replicas: 3", "replicas"},
 		{"a deny status that allows", "settings: {forwardAuthDenyStatus: 200}", "forwardAuthDenyStatus"},
+		{"client certificates required without their CA", "grpcTLS: {existingSecret: s, requireClientCert: true}", "grpcTLS.clientCAKey"},
+		{"a client CA without TLS", "grpcTLS: {clientCAKey: ca.crt}", "grpcTLS.existingSecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(t, c, values(t, tc.values))
@@ -252,7 +291,7 @@ func checkAlways(t *testing.T, o *objects) {
 	if ct.Resources.Requests.Cpu().IsZero() || ct.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources %+v", ct.Resources)
 	}
-	if p := ct.ReadinessProbe; p == nil || p.GRPC == nil || p.GRPC.Port != 8081 {
+	if p := ct.ReadinessProbe; p == nil || (p.GRPC == nil || p.GRPC.Port != 8081) && !hasArg(ct.Args, "--grpc-tls-cert-file") {
 		t.Errorf("readiness probe %+v, want gRPC on 8081", p)
 	}
 	if p := ct.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "http" {
@@ -327,6 +366,10 @@ func checkSecurity(t *testing.T, pod *corev1.PodSecurityContext, c *corev1.Secur
 	case c.SeccompProfile == nil || c.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
 		t.Error("no RuntimeDefault seccomp profile")
 	}
+}
+
+func hasArg(args []string, prefix string) bool {
+	return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, prefix) })
 }
 
 func selects(t *testing.T, selector, objLabels map[string]string) bool {

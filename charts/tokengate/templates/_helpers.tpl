@@ -78,6 +78,12 @@ something other than what the user believes.
 {{- if not (has .Values.redis.password.as (list "file" "env")) }}
 {{- fail (printf "redis.password.as %q: want file or env" .Values.redis.password.as) }}
 {{- end }}
+{{- if and .Values.grpcTLS.requireClientCert (not .Values.grpcTLS.clientCAKey) }}
+{{- fail "grpcTLS.requireClientCert needs grpcTLS.clientCAKey: the CA that signs the clients' certificates" }}
+{{- end }}
+{{- if and (or .Values.grpcTLS.clientCAKey .Values.grpcTLS.requireClientCert) (not .Values.grpcTLS.existingSecret) }}
+{{- fail "grpcTLS.clientCAKey and grpcTLS.requireClientCert need grpcTLS.existingSecret" }}
+{{- end }}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
 {{- end }}
@@ -114,11 +120,17 @@ pod's init container, before the policy serves.
 
 {{/*
 tokengate.probe renders a probe from values; a grpc probe without a port
-gets ports.grpc (gRPC probes take a number, not a port name).
+gets ports.grpc (gRPC probes take a number, not a port name). With
+grpcTLS a grpc probe becomes HTTP /readyz, which says the same: the
+kubelet's gRPC probe speaks plaintext only.
 Call with (dict "probe" .Values.readinessProbe "root" $).
 */}}
 {{- define "tokengate.probe" -}}
 {{- $probe := deepCopy .probe }}
+{{- if and (hasKey $probe "grpc") .root.Values.grpcTLS.existingSecret }}
+{{- $_ := unset $probe "grpc" }}
+{{- $_ := set $probe "httpGet" (dict "path" "/readyz" "port" "http") }}
+{{- end }}
 {{- if hasKey $probe "grpc" }}
 {{- $grpc := default (dict) $probe.grpc }}
 {{- if not (hasKey $grpc "port") }}

@@ -30,6 +30,10 @@
 // activated, so a request sees exactly one policy: whatever Current
 // returned when it started.
 //
+// That transition is a Publisher's (publish.go), which every source of
+// policies uses: the Watcher for files, pkg/policy/xds for a management
+// server, so both compile, version, activate, log and count alike.
+//
 // Current is safe for concurrent use and never blocks; reloads run one at
 // a time.
 package watch

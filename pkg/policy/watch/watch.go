@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -107,12 +106,12 @@ type Options struct {
 
 // Watcher holds the current policy and reloads it when its file changes.
 type Watcher struct {
-	opts    Options
-	path    string // absolute, cleaned
-	dir     bool   // path is a directory of policy files
-	current atomic.Pointer[policy.Policy]
-	fs      *fsnotify.Watcher
-	close   sync.Once
+	opts  Options
+	path  string // absolute, cleaned
+	dir   bool   // path is a directory of policy files
+	pub   *Publisher
+	fs    *fsnotify.Watcher
+	close sync.Once
 
 	mu   sync.Mutex // serialises reloads
 	seen string     // the last content (its hash) or read error tried
@@ -124,9 +123,6 @@ type Watcher struct {
 func New(opts Options) (*Watcher, error) {
 	if opts.Clock == nil {
 		return nil, errors.New("watch: Options.Clock is required")
-	}
-	if opts.Compiler == nil {
-		opts.Compiler = new(policy.Compiler)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -141,7 +137,11 @@ func New(opts Options) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch: policy path %q: %w", opts.Path, err)
 	}
-	w := &Watcher{opts: opts, path: path}
+	pub, err := NewPublisher(PublisherOptions{Source: path, Clock: opts.Clock, Compiler: opts.Compiler, Logger: opts.Logger, OnReload: opts.OnReload})
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{opts: opts, path: path, pub: pub}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		w.dir = true
 	}
@@ -159,7 +159,7 @@ func New(opts Options) (*Watcher, error) {
 }
 
 // Current is the policy now serving; never nil after New succeeded.
-func (w *Watcher) Current() *policy.Policy { return w.current.Load() }
+func (w *Watcher) Current() *policy.Policy { return w.pub.Current() }
 
 // Run applies changes of the file until ctx is done or Close is called,
 // then stops watching. Call it once.
@@ -256,7 +256,7 @@ func (w *Watcher) Close() error {
 func (w *Watcher) Reload() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cur := w.current.Load()
+	cur := w.pub.Current()
 	files, err := policy.ReadFiles(w.opts.Path)
 	if err != nil {
 		err = fmt.Errorf("read policy: %w", err)
@@ -264,7 +264,7 @@ func (w *Watcher) Reload() error {
 			return nil
 		}
 		w.seen = err.Error()
-		w.refused(cur, err)
+		w.pub.Refuse(err)
 		return err
 	}
 	sum := policy.FilesSHA256(w.opts.Path, files)
@@ -277,47 +277,6 @@ func (w *Watcher) Reload() error {
 		w.opts.Logger.Info("policy file is back to the content serving", SourceKey, w.path, "sha256", seen)
 		return nil
 	}
-	p, err := w.opts.Compiler.CompileFiles(w.opts.Path, files, cur, w.opts.Clock.Now())
-	if err != nil {
-		w.refused(cur, err)
-		return err
-	}
-	// Publish the new versions before serving them, so that nothing reading
-	// a lineage's current version (the store's janitor) lags the policy.
-	p.Activate()
-	w.current.Store(p)
-	w.loaded(cur, p)
-	return nil
-}
-
-func (w *Watcher) loaded(prev, p *policy.Policy) {
-	attrs := []any{SourceKey, w.path, "revision", p.Revision(), "sha256", p.SHA256(), "domains", len(p.Domains())}
-	if prev != nil {
-		attrs = append(attrs, "previous_revision", prev.Revision(), "previous_sha256", prev.SHA256())
-	}
-	w.opts.Logger.Info("policy loaded", attrs...)
-	if prev != nil && p.Revision() < prev.Revision() {
-		// Applied like any change (the memory and Redis stores order
-		// versions by when they were applied): say so, in case it is a
-		// mistake rather than a rollback.
-		w.opts.Logger.Warn("policy revision went down: applied as a rollback", SourceKey, w.path,
-			"revision", p.Revision(), "previous_revision", prev.Revision())
-	}
-	for _, is := range p.Warnings() {
-		w.opts.Logger.Warn("policy warning", SourceKey, w.path, "warning", is.Error())
-	}
-	if w.opts.OnReload != nil {
-		w.opts.OnReload(Success, p, nil)
-	}
-}
-
-func (w *Watcher) refused(cur *policy.Policy, err error) {
-	attrs := []any{SourceKey, w.path, "err", err}
-	if cur != nil {
-		attrs = append(attrs, "serving_revision", cur.Revision(), "serving_sha256", cur.SHA256())
-	}
-	w.opts.Logger.Error("policy refused; the last good policy keeps serving", attrs...)
-	if w.opts.OnReload != nil {
-		w.opts.OnReload(Failure, cur, err)
-	}
+	_, err = w.pub.Apply(w.opts.Path, files)
+	return err
 }
