@@ -119,6 +119,9 @@ type backend struct {
 	name  string
 	store store.Store
 	local store.Store // on_store_error: local's budget; nil for memory
+	// candidate holds the candidate policy's buckets apart from the live
+	// ones; nil without --candidate-policy.
+	candidate store.Store
 	// health reports why the store cannot decide now (server.Options.Store);
 	// nil: it always can.
 	health func() error
@@ -165,7 +168,19 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 			client.Close()
 			return nil, err
 		}
-		return &connected{st, client}, nil
+		c := &connected{st: st, client: client}
+		if s.CandidatePolicy != "" {
+			// The same client, its own key space; no metrics (they would
+			// be the live store's names twice).
+			o := r.storeOptions(client, s.ReplayWindow, clk, nil, log.With(slog.String("policy", "candidate")))
+			o.KeyPrefix = candidateKeyPrefix(r.KeyPrefix)
+			o.BatchWith = st // its decisions join the live store's calls
+			if c.candidate, err = redis.New(o); err != nil {
+				client.Close()
+				return nil, err
+			}
+		}
+		return c, nil
 	}
 	c, err := connect()
 	if errors.Is(err, redis.ErrConfig) {
@@ -196,7 +211,11 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	} else {
 		lz.use(c)
 	}
-	return &backend{name: "redis", store: lz, local: budget, health: lz.health, close: lz.close}, nil
+	be := &backend{name: "redis", store: lz, local: budget, health: lz.health, close: lz.close}
+	if s.CandidatePolicy != "" {
+		be.candidate = lazyCandidate{lz}
+	}
+	return be, nil
 }
 
 // checkRedisLimits says, once per store (at start, or when a background
@@ -236,8 +255,9 @@ type lazyRedis struct {
 }
 
 type connected struct {
-	st     *redis.Store
-	client rueidis.Client
+	st        *redis.Store
+	candidate *redis.Store // the candidate policy's, on the same client; nil: none
+	client    rueidis.Client
 }
 
 var errNotConnected = fmt.Errorf("redis: %w: not connected yet", store.ErrUnavailable)
@@ -245,6 +265,16 @@ var errNotConnected = fmt.Errorf("redis: %w: not connected yet", store.ErrUnavai
 func (l *lazyRedis) Decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
 	if c := l.c.Load(); c != nil {
 		return c.st.Decide(ctx, req, results)
+	}
+	return store.Outcome{}, errNotConnected
+}
+
+// lazyCandidate is the candidate's Redis store once connected.
+type lazyCandidate struct{ l *lazyRedis }
+
+func (lc lazyCandidate) Decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
+	if c := lc.l.c.Load(); c != nil {
+		return c.candidate.Decide(ctx, req, results)
 	}
 	return store.Outcome{}, errNotConnected
 }

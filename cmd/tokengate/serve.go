@@ -19,6 +19,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/policy/watch"
 	"github.com/tokengate/tokengate/pkg/server"
 	"github.com/tokengate/tokengate/pkg/service"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
@@ -55,7 +56,11 @@ func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 		return err
 	}
 	current := src.current
-	go reloadOnHangup(ctx, hup, src.file, log)
+	shadow, err := loadCandidate(ctx, s, clk, reg, log)
+	if err != nil {
+		return err
+	}
+	go reloadOnHangup(ctx, hup, src.file, log, shadow.files()...)
 	grpcTLS, err := s.GRPCTLS.tls(log)
 	if err != nil {
 		return err
@@ -72,7 +77,7 @@ func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 	defer st.close()
 
 	svc, err := service.New(service.Options{Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log,
-		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames()})
+		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames(), Candidate: shadow.options(st)})
 	if err != nil {
 		return err
 	}
@@ -86,7 +91,7 @@ func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
-		Policy: current, Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
+		Policy: current, Candidate: shadow.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
 		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
 		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
 	})
@@ -167,33 +172,51 @@ type policyFile interface {
 // leaves the last good policy serving; a file whose content was already
 // tried is logged here as unchanged. Signals that arrive during a reload
 // are coalesced into one more. Without a policy file (file nil: the
-// built-in policy, or xDS) there is nothing to re-read.
-func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file policyFile, log *slog.Logger) {
+// built-in policy, or xDS) there is nothing to re-read. The others (the
+// candidate policy) are re-read after it, and their watchers log what they
+// found.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, file policyFile, log *slog.Logger, others ...policyFile) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
 		}
-		if file == nil {
-			log.Info("SIGHUP: no policy file to reload; the policy serving stays")
-			continue
-		}
-		log.Info("SIGHUP: reloading policy")
-		before := file.Current()
-		if err := file.Reload(); err == nil && file.Current() == before {
-			log.Info("SIGHUP: policy file unchanged since it was last read",
-				slog.Int64("serving_revision", before.Revision()), slog.String("serving_sha256", before.SHA256()))
+		reloadLive(file, log)
+		for _, f := range others {
+			_ = f.Reload() // logged and counted by its watcher
 		}
 	}
 }
 
-// openMemory builds the memory store and starts its janitor.
+// reloadLive is reloadOnHangup's re-read of the live policy file.
+func reloadLive(file policyFile, log *slog.Logger) {
+	if file == nil {
+		log.Info("SIGHUP: no policy file to reload; the policy serving stays")
+		return
+	}
+	log.Info("SIGHUP: reloading policy")
+	before := file.Current()
+	if err := file.Reload(); err == nil && file.Current() == before {
+		log.Info("SIGHUP: policy file unchanged since it was last read",
+			slog.Int64("serving_revision", before.Revision()), slog.String("serving_sha256", before.SHA256()))
+	}
+}
+
+// openMemory builds the memory store and starts its janitor; with a
+// candidate policy, a second one for the candidate's buckets (of the same
+// size, its statistics not exported).
 func openMemory(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, _ *slog.Logger) (*backend, error) {
 	mem := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
 	metrics.RegisterStore(reg, func() metrics.StoreStats { return storeStats(mem.Stats()) })
 	go mem.Run(ctx, s.JanitorInterval)
-	return &backend{name: "memory", store: mem, close: func() {}}, nil
+	var cand store.Store
+	if s.CandidatePolicy != "" {
+		cm := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
+		go cm.Run(ctx, s.JanitorInterval)
+		cand = cm
+	}
+	return &backend{name: "memory", store: mem, candidate: cand, close: func() {}}, nil
 }
 
 func storeStats(st memory.Stats) metrics.StoreStats {

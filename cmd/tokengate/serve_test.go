@@ -126,3 +126,27 @@ func keepMessage(_ []string, a slog.Attr) slog.Attr {
 	}
 	return a
 }
+
+// TestHangupReloadsCandidate: SIGHUP re-reads the candidate policy file
+// after the live one, and also beside the built-in policy.
+func TestHangupReloadsCandidate(t *testing.T) {
+	for _, builtin := range []bool{false, true} {
+		live := &fakeFile{current: compileRevision(t, "1"), reloaded: make(chan struct{}, 1)}
+		cand := &fakeFile{current: compileRevision(t, "7"), next: compileRevision(t, "8"), reloaded: make(chan struct{})}
+		var file policyFile = live
+		if builtin {
+			file = nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		hup := make(chan os.Signal)
+		done := make(chan struct{})
+		go func() { reloadOnHangup(ctx, hup, file, slog.New(slog.DiscardHandler), cand); close(done) }()
+		hup <- syscall.SIGHUP
+		<-cand.reloaded
+		cancel()
+		<-done
+		if cand.Current().Revision() != 8 || len(live.reloaded) != map[bool]int{false: 1, true: 0}[builtin] {
+			t.Fatalf("built-in %v: candidate revision %d, live reloads %d", builtin, cand.Current().Revision(), len(live.reloaded))
+		}
+	}
+}

@@ -58,6 +58,8 @@ type settings struct {
 	Redis                 redisSettings   // the other --redis-* settings (redis.go)
 	XDS                   xdsSettings     // --xds-* (xds.go)
 	GRPCTLS               grpcTLSSettings // --grpc-tls-* (xds.go)
+	// CandidatePolicy is decided in shadow beside Policy (candidate.go).
+	CandidatePolicy string
 }
 
 // A setting is one row of settingsTable.

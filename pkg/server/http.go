@@ -83,6 +83,9 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /healthcheck", s.healthcheck)
 	mux.HandleFunc("/json", s.jsonRateLimit)
 	mux.HandleFunc("GET /debug/policy", s.debugPolicy)
+	if s.opts.Candidate != nil {
+		mux.Handle("GET /debug/candidate", s.opts.Candidate)
+	}
 	if s.opts.ForwardAuth != nil {
 		mux.Handle("/v1/check", s.opts.ForwardAuth)
 	}

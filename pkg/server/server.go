@@ -2,9 +2,9 @@
 // service, when given the ext_authz Authorization service,
 // grpc.health.v1 and server reflection) and HTTP (/metrics, /healthz,
 // /readyz, /debug/policy, envoyproxy/ratelimit's /healthcheck and /json,
-// when given forward-auth /v1/check and, when asked, /debug/pprof/), and
-// when asked a debug listener (/rlconfig, pprof) and a metrics listener
-// (refhttp.go). Serve
+// when given a candidate policy /debug/candidate, when given forward-auth
+// /v1/check and, when asked, /debug/pprof/), and when asked a debug
+// listener (/rlconfig, pprof) and a metrics listener (refhttp.go). Serve
 // runs until its context ends, then drains: health turns NOT_SERVING, new
 // connections are refused, in-flight RPCs finish within ShutdownTimeout.
 // Readiness is "can answer": a failing store is reported apart, by the
@@ -54,6 +54,9 @@ type Options struct {
 	Gatherer    prometheus.Gatherer // what /metrics serves
 	// Policy returns the policy now serving, for /debug/policy.
 	Policy func() *policy.Policy
+	// Candidate, when set, serves /debug/candidate: the candidate policy
+	// in shadow beside the live one (candidate.Tracker.Handler).
+	Candidate http.Handler
 	// Store reports why the store cannot decide now (nil when it can); nil
 	// is a store that always can (memory). Checked every second, it backs
 	// the gRPC health service StoreHealthService and

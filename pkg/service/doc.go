@@ -33,6 +33,13 @@
 // since the one before; the store's first answer after an interval logs
 // the rest.
 //
+// # Candidate policy
+//
+// With Options.Candidate, every request is decided again, once its answer
+// is made, under a candidate policy on a store of its own (candidate.go):
+// never changing the answer, never charging a live bucket; a
+// candidate.Tracker compares the two.
+//
 // Service is safe for concurrent use; the hot path allocates only the
 // response it returns.
 package service

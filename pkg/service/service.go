@@ -50,6 +50,9 @@ type Options struct {
 	// LimitHeaders, when set, adds its three headers to every answer
 	// with a limit (refmodes.go).
 	LimitHeaders *LimitHeaders
+	// Candidate, when set, decides every request again under a candidate
+	// policy in shadow (candidate.go).
+	Candidate *Candidate
 }
 
 // Service implements rlsv3.RateLimitServiceServer.
@@ -58,6 +61,7 @@ type Service struct {
 	opts     Options
 	rules    atomic.Pointer[ruleTable]
 	scratch  sync.Pool
+	cand     candidateState
 	storeLog *logEvery
 }
 
@@ -65,6 +69,9 @@ type Service struct {
 func New(opts Options) (*Service, error) {
 	if opts.Policy == nil || opts.Store == nil || opts.Metrics == nil {
 		return nil, errors.New("service: Policy, Store and Metrics are required")
+	}
+	if c := opts.Candidate; c != nil && (c.Policy == nil || c.Store == nil || c.Tracker == nil) {
+		return nil, errors.New("service: a Candidate's Policy, Store and Tracker are required")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.NewMonotonic()
@@ -145,6 +152,9 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	// charge stands, as it does when the store answers).
 	resolve(sc.enforced.err, resp.OverallCode == rlsv3.RateLimitResponse_OK)
 	resolve(sc.shadow.err, true)
+	if s.opts.Candidate != nil {
+		s.decideCandidate(ctx, now, pol, domain, descriptors, hits, sc)
+	}
 	return resp
 }
 

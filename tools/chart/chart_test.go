@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -126,6 +127,36 @@ policy: {existingConfigMap: my-limits, key: limits.yaml}
 				t.Errorf("policy volume %+v", v.VolumeSource)
 			}
 		}},
+		{"a candidate policy in shadow", `
+policy: {candidate: {content: "domains: {edge: [{name: per-user, match: [{key: user_id}], capacity: 5, refill: 1/s}]}\n"}}
+`, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--policy=/etc/tokengate/policy.yaml", "--candidate-policy=/etc/tokengate-candidate/candidate.yaml")
+			cm := o.ConfigMaps[0]
+			if !strings.Contains(cm.Data["candidate.yaml"], "capacity: 5") || !strings.Contains(cm.Data["policy.yaml"], "per-client") {
+				t.Errorf("policy ConfigMap %s data keys %v", cm.Name, slices.Sorted(maps.Keys(cm.Data)))
+			}
+			v := volume(t, o, "candidate-policy")
+			if v.ConfigMap == nil || v.ConfigMap.Name != cm.Name || v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional ||
+				len(v.ConfigMap.Items) != 1 || v.ConfigMap.Items[0].Key != "candidate.yaml" || v.ConfigMap.Items[0].Path != "candidate.yaml" {
+				t.Errorf("candidate volume %+v", v.VolumeSource)
+			}
+			if !slices.ContainsFunc(o.Deployment.Spec.Template.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+				return m.Name == "candidate-policy" && m.MountPath == "/etc/tokengate-candidate" && m.ReadOnly && m.SubPath == ""
+			}) {
+				t.Error("the candidate is not mounted as a directory at /etc/tokengate-candidate")
+			}
+			if ic := o.Deployment.Spec.Template.Spec.InitContainers[0]; slices.Contains(ic.Args, "/etc/tokengate-candidate/candidate.yaml") {
+				t.Error("the init container validates the candidate: a bad one would stop the pod")
+			}
+		}},
+		{"a candidate key of an existing ConfigMap", `
+policy: {existingConfigMap: my-limits, candidate: {enabled: true, key: next.yaml}}
+`, func(t *testing.T, o *objects) {
+			wantArgs(t, o, "--candidate-policy=/etc/tokengate-candidate/candidate.yaml")
+			if v := volume(t, o, "candidate-policy"); v.ConfigMap.Name != "my-limits" || v.ConfigMap.Items[0].Key != "next.yaml" {
+				t.Errorf("candidate volume %+v", v.VolumeSource)
+			}
+		}},
 		{"the built-in policy", `
 policy: {content: ""}
 `, func(t *testing.T, o *objects) {
@@ -227,6 +258,10 @@ func TestRefuses(t *testing.T) {
 		{"a password neither file nor env", `{store: redis, redis: {addr: "r:6379", password: {as: stdin}}}`, "password/as"},
 		{"min above max", `{store: redis, redis: {addr: "r:6379"}, autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}}`, "minReplicas"},
 		{"a misspelt value", "replicas: 3", "replicas"},
+		{"a candidate without a policy ConfigMap", `{policy: {content: "", candidate: {enabled: true}}}`, "policy.candidate"},
+		{"a candidate on the live policy's key", `{policy: {candidate: {enabled: true, key: policy.yaml}}}`, "live policy's key"},
+		{"a candidate's content beside an existing ConfigMap", `{policy: {existingConfigMap: m, candidate: {content: "domains: {}"}}}`, "policy.candidate.content"},
+		{"a candidate that is no policy", `{policy: {candidate: {content: "domians: {}"}}}`, "policy.candidate.content has neither"},
 		{"a deny status that allows", "settings: {forwardAuthDenyStatus: 200}", "forwardAuthDenyStatus"},
 		{"client certificates required without their CA", "grpcTLS: {existingSecret: s, requireClientCert: true}", "grpcTLS.clientCAKey"},
 		{"a client CA without TLS", "grpcTLS: {clientCAKey: ca.crt}", "grpcTLS.existingSecret"},

@@ -38,6 +38,7 @@ func TestArgsAreFlags(t *testing.T) {
 		`{store: redis, replicaCount: 2, redis: {addr: "r:6379", url: "rediss://r:6379", db: 1, sentinelMaster: m,
 		  password: {existingSecret: s}, timeout: 20ms, dialTimeout: 2s, poolSize: 8, keyPrefix: "tg:", localShare: 0.5}}`,
 		`{store: redis, redis: {addr: "r:6379", cluster: true}}`,
+		`{policy: {candidate: {enabled: true}}}`,
 	} {
 		o, err := render(t, c, values(t, v))
 		if err != nil {

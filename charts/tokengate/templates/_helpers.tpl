@@ -88,33 +88,54 @@ something other than what the user believes.
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
 {{- end }}
 {{- if and .Values.policy.content (not .Values.policy.existingConfigMap) }}
-{{- include "tokengate.validatePolicy" .Values.policy.content }}
+{{- include "tokengate.validatePolicy" (dict "name" "policy.content" "content" .Values.policy.content) }}
+{{- end }}
+{{- if or .Values.policy.candidate.enabled .Values.policy.candidate.content }}
+{{- if not (include "tokengate.policyConfigMap" .) }}
+{{- fail "policy.candidate: the candidate is a key of the policy ConfigMap; set policy.content or policy.existingConfigMap" }}
+{{- end }}
+{{- if eq .Values.policy.candidate.key .Values.policy.key }}
+{{- fail (printf "policy.candidate.key %q is the live policy's key" .Values.policy.key) }}
+{{- end }}
+{{- if and .Values.policy.candidate.content .Values.policy.existingConfigMap }}
+{{- fail "policy.candidate.content: the chart makes no ConfigMap beside policy.existingConfigMap; put the candidate in that ConfigMap and set policy.candidate.enabled" }}
+{{- end }}
+{{- end }}
+{{- if .Values.policy.candidate.content }}
+{{- include "tokengate.validatePolicy" (dict "name" "policy.candidate.content" "content" .Values.policy.candidate.content) }}
 {{- end }}
 {{- end }}
 
+{{/* tokengate.candidate: "true" when a candidate policy is mounted and served in shadow. */}}
+{{- define "tokengate.candidate" -}}
+{{- if and (include "tokengate.policyConfigMap" .) (or .Values.policy.candidate.enabled .Values.policy.candidate.content) }}true{{ end }}
+{{- end }}
+
 {{/*
-tokengate.validatePolicy fails the rendering of a policy.content that
-cannot be a policy: not YAML, not a map, or a map with neither tokengate's
+tokengate.validatePolicy fails the rendering of a policy's content (.content,
+the value .name: policy.content or policy.candidate.content) that cannot be
+a policy: not YAML, not a map, or a map with neither tokengate's
 `domains:` (a map of domains to rules) nor an envoyproxy/ratelimit config's
 `domain:`. The rules themselves are checked by `tokengate validate`, the
 pod's init container, before the policy serves.
 */}}
 {{- define "tokengate.validatePolicy" -}}
-{{- $p := fromYaml . }}
+{{- $name := .name }}
+{{- $p := fromYaml .content }}
 {{- if hasKey $p "Error" }}
-{{- fail (printf "policy.content is not a YAML map: %s" (index $p "Error")) }}
+{{- fail (printf "%s is not a YAML map: %s" $name (index $p "Error")) }}
 {{- end }}
 {{- if hasKey $p "domains" }}
 {{- if not (or (kindIs "map" $p.domains) (kindIs "invalid" $p.domains)) }}
-{{- fail (printf "policy.content: domains must be a map of domain names to lists of rules, not %s" (kindOf $p.domains)) }}
+{{- fail (printf "%s: domains must be a map of domain names to lists of rules, not %s" $name (kindOf $p.domains)) }}
 {{- end }}
 {{- range $domain, $rules := $p.domains }}
 {{- if not (or (kindIs "slice" $rules) (kindIs "invalid" $rules)) }}
-{{- fail (printf "policy.content: domain %q must be a list of rules, not %s" $domain (kindOf $rules)) }}
+{{- fail (printf "%s: domain %q must be a list of rules, not %s" $name $domain (kindOf $rules)) }}
 {{- end }}
 {{- end }}
 {{- else if not (and (hasKey $p "domain") (kindIs "string" $p.domain)) }}
-{{- fail (printf "policy.content has neither `domains:` (a tokengate policy) nor `domain:` (an envoyproxy/ratelimit config); its keys: %s" (keys $p | sortAlpha | join ", ")) }}
+{{- fail (printf "%s has neither `domains:` (a tokengate policy) nor `domain:` (an envoyproxy/ratelimit config); its keys: %s" $name (keys $p | sortAlpha | join ", ")) }}
 {{- end }}
 {{- end }}
 
@@ -207,7 +228,11 @@ the Deployment's init container and the policy-check Job's container.
       readOnly: true
 {{- end }}
 
-{{/* tokengate.policyData: the data of a ConfigMap holding policy.content. */}}
+{{/* tokengate.policyData: the data of a ConfigMap holding policy.content, and policy.candidate.content as a second key. */}}
 {{- define "tokengate.policyData" -}}
-{{- dict .Values.policy.key .Values.policy.content | toYaml }}
+{{- $data := dict .Values.policy.key .Values.policy.content }}
+{{- if .Values.policy.candidate.content }}
+{{- $_ := set $data .Values.policy.candidate.key .Values.policy.candidate.content }}
+{{- end }}
+{{- $data | toYaml }}
 {{- end }}

@@ -34,6 +34,10 @@
 // policies uses: the Watcher for files, pkg/policy/xds for a management
 // server, so both compile, version, activate, log and count alike.
 //
+// An Optional watcher (the candidate policy) starts whatever the file
+// holds, and its file's removal unloads the policy: Current is nil until
+// the file is back.
+//
 // Current is safe for concurrent use and never blocks; reloads run one at
 // a time.
 package watch

@@ -94,6 +94,24 @@ func (p *Publisher) Refuse(err error) {
 	p.refused(p.current.Load(), err)
 }
 
+// Withdraw stops serving a policy (an Optional watcher's file is gone):
+// Current is nil until the next Apply. A policy withdrawn is logged and
+// heard by OnReload as Removed; with none serving it is only logged.
+func (p *Publisher) Withdraw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prev := p.current.Swap(nil)
+	if prev == nil {
+		p.opts.Logger.Info("policy file absent: no policy", SourceKey, p.opts.Source)
+		return
+	}
+	p.opts.Logger.Info("policy file removed: no policy until it is back", SourceKey, p.opts.Source,
+		"previous_revision", prev.Revision(), "previous_sha256", prev.SHA256())
+	if p.opts.OnReload != nil {
+		p.opts.OnReload(Removed, nil, nil)
+	}
+}
+
 func (p *Publisher) loaded(prev, next *policy.Policy) {
 	log := p.opts.Logger
 	attrs := []any{SourceKey, p.opts.Source, "revision", next.Revision(), "sha256", next.SHA256(), "domains", len(next.Domains())}

@@ -39,6 +39,9 @@ const (
 	// Failure: the file could not be read or did not validate; the last
 	// good policy keeps serving.
 	Failure Result = "failure"
+	// Removed: the file of an Optional watcher is gone; no policy serves
+	// until it is back.
+	Removed Result = "removed"
 )
 
 // ErrNotRegular is the error, wrapped in an *fs.PathError, of a policy
@@ -75,7 +78,8 @@ func FailureReason(err error) string {
 // Hook hears of every reload that was tried: on Success p is the new
 // policy and err is nil; on Failure p is the policy still serving and err
 // says why the file was refused (a policy.Errors when it did not
-// validate). It runs on the watcher's goroutine and must not block.
+// validate); on Removed (Options.Optional) p and err are nil. It runs on
+// the watcher's goroutine and must not block.
 type Hook func(result Result, p *policy.Policy, err error)
 
 // Options configure a Watcher.
@@ -102,6 +106,12 @@ type Options struct {
 	// OnReload, when not nil, hears of every reload tried, the first
 	// load included.
 	OnReload Hook
+	// Optional makes the policy optional (the candidate policy): New
+	// succeeds whatever the file holds, with no policy when it is missing
+	// or bad, and a missing file unloads the policy (Current returns nil,
+	// the hook hears Removed) until the file is back. A bad file keeps
+	// the last good policy, or none, as always.
+	Optional bool
 }
 
 // Watcher holds the current policy and reloads it when its file changes.
@@ -145,7 +155,7 @@ func New(opts Options) (*Watcher, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		w.dir = true
 	}
-	if err := w.Reload(); err != nil {
+	if err := w.Reload(); err != nil && !opts.Optional {
 		return nil, err
 	}
 	if w.fs, err = fsnotify.NewWatcher(); err != nil {
@@ -158,7 +168,8 @@ func New(opts Options) (*Watcher, error) {
 	return w, nil
 }
 
-// Current is the policy now serving; never nil after New succeeded.
+// Current is the policy now serving; never nil after New succeeded, unless
+// Options.Optional.
 func (w *Watcher) Current() *policy.Policy { return w.pub.Current() }
 
 // Run applies changes of the file until ctx is done or Close is called,
@@ -264,6 +275,10 @@ func (w *Watcher) Reload() error {
 			return nil
 		}
 		w.seen = err.Error()
+		if w.opts.Optional && errors.Is(err, fs.ErrNotExist) {
+			w.pub.Withdraw()
+			return nil
+		}
 		w.pub.Refuse(err)
 		return err
 	}

@@ -40,9 +40,12 @@ type reloads struct {
 func (r *reloads) hook(result Result, p *policy.Policy, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if result == Success {
+	switch result {
+	case Success:
 		r.events = append(r.events, fmt.Sprintf("success %d", p.Revision()))
-	} else {
+	case Removed:
+		r.events = append(r.events, "removed")
+	default:
 		r.events = append(r.events, fmt.Sprintf("failure %v", err))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,4 +182,51 @@ func (b *batcher) inFlightNow() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.inFlight
+}
+
+// TestBatchWithSharesCalls: a store made BatchWith another (a candidate
+// policy's) sends its calls in the other's batches, and each store still
+// decides exactly on its own buckets.
+func TestBatchWithSharesCalls(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	live := newStore(t, c, Options{Registerer: prometheus.NewRegistry(), DenyCacheBytes: -1})
+	cand := newStore(t, c, Options{KeyPrefix: "tokengate:candidate:", DenyCacheBytes: -1, BatchWith: live})
+	v := storetest.Version(t, 1, 500, "1/h")
+	stores := []*Store{live, cand}
+	for _, s := range stores { // each anchors its clock
+		if _, err := s.Decide(context.Background(), &store.Request{Items: []store.Item{{Key: "warm", Version: v, Cost: 1}}}, make([]store.Result, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := commandStatsFull(t, srv.Addr())["fcall"][0]
+	const callers, each = 32, 40
+	var allowed [2]atomic.Int64
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range each {
+				i := (g + k) % 2
+				out, err := stores[i].Decide(context.Background(), &store.Request{Items: []store.Item{{Key: "hot", Version: v, Cost: 1}}}, make([]store.Result, 1))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if out.Allowed {
+					allowed[i].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if a, b := allowed[0].Load(), allowed[1].Load(); a != 500 || b != 500 {
+		t.Errorf("each store's 500 tokens went to %d and %d requests", a, b)
+	}
+	calls := commandStatsFull(t, srv.Addr())["fcall"][0] - before
+	batches, batched := testutil.ToFloat64(live.metrics.batches), testutil.ToFloat64(live.metrics.batched)
+	if want := callers*each - batched + batches; batches == 0 || float64(calls) != want {
+		t.Errorf("Redis ran %d calls for %d requests of both stores; the live store's batches (%v, of %v requests) account for %v", calls, callers*each, batches, batched, want)
+	}
 }

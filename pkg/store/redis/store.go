@@ -56,6 +56,10 @@ type Options struct {
 	Admission AdmissionOptions
 	// Batch tunes how concurrent requests share calls (batch.go).
 	Batch BatchOptions
+	// BatchWith, when set, is a Store on the same Client whose batches
+	// this one's calls join (Batch is then unused): a candidate policy's
+	// store, say, whose decisions then share the live store's calls.
+	BatchWith *Store
 	// DenyCacheBytes bounds the snapshots of rejected buckets kept to
 	// answer over-limit requests without Redis (deny.go) [1 MiB; off with
 	// RequestTime]; < 0 turns the cache off.
@@ -146,6 +150,9 @@ func New(opts Options) (*Store, error) {
 	s.admit = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
 	s.deny = newDenyCache(opts.DenyCacheBytes, int64(opts.DenyCacheAge))
 	s.batch = newBatcher(s, opts.Batch)
+	if opts.BatchWith != nil {
+		s.batch = opts.BatchWith.batch
+	}
 	s.forgot.Store(minInt64)
 	return s, nil
 }
