@@ -2,6 +2,7 @@
 #
 #   docker build -t tokengate:dev --build-arg VERSION="$(git describe --tags --always)" .
 #   docker run --rm -p 8081:8081 -p 8080:8080 tokengate:dev
+#   docker run --rm --entrypoint /bin/ratelimit -e RUNTIME_SUBDIRECTORY=ratelimit ... tokengate:dev
 #
 # The runtime image has no shell and no curl, so there is no HEALTHCHECK
 # here: probe tokengate from outside, through gRPC health (grpc.health.v1 on
@@ -21,14 +22,22 @@ ARG VERSION=dev
 ARG TARGETOS
 ARG TARGETARCH
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/tokengate ./cmd/tokengate
+# /bin/ratelimit, a link to /tokengate: invoked by that name tokengate is
+# envoyproxy/ratelimit's process, configured by its environment variables
+# (README "Migrating from envoyproxy/ratelimit"); Envoy Gateway runs it so.
+# The runtime image has no shell to make the link: it is made here and
+# copied as a directory, which keeps links as links.
+RUN mkdir -p /out/bin && ln -s /tokengate /out/bin/ratelimit
 
 # distroless/static: CA certificates, tzdata and /etc/passwd, nothing else.
 # Its nonroot user is 65532:65532, the user the Helm chart runs as.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/tokengate /tokengate
+COPY --from=build /out/bin /bin
 USER 65532:65532
 # 8081: gRPC (envoy.service.ratelimit.v3, grpc.health.v1, reflection)
-# 8080: HTTP (/metrics, /healthz, /readyz, /debug/policy)
+# 8080: HTTP (/metrics, /healthz, /readyz, /debug/policy, /healthcheck, /json)
+# (as /bin/ratelimit, 6070 too: /rlconfig, pprof)
 EXPOSE 8081 8080
 ENTRYPOINT ["/tokengate"]
 CMD ["serve"]

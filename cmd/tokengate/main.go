@@ -11,6 +11,8 @@
 //	tokengate import [-o FILE] FILE|DIR         write an envoyproxy/ratelimit config as a native policy
 //	tokengate version                           print the version
 //	tokengate help [COMMAND]                    list the commands, or one's flags
+//	ratelimit                                   (invoked by that name) serve as envoyproxy/ratelimit,
+//	                                            configured by its environment variables (refenv.go)
 //
 // The subcommands are one table, commands; a new one joins it with one
 // entry, and help, COMMAND --help and the dispatch follow.
@@ -21,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -53,7 +56,14 @@ var commands = []command{
 		func(args []string, stdout, _ io.Writer) error { return printVersion(args, stdout) }},
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+// main runs tokengate's commands or, invoked by the name ratelimit (the
+// image's /bin/ratelimit), envoyproxy/ratelimit's process (refenv.go).
+func main() {
+	if filepath.Base(os.Args[0]) == "ratelimit" {
+		os.Exit(runAsReference(os.Args[1:], os.Environ(), os.Stderr))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // run dispatches a subcommand and returns the exit code: 0, or 1 with the
 // error on stderr. Asked for help (help, -h, --help, COMMAND --help) it
@@ -128,6 +138,7 @@ func writeUsage(w io.Writer) {
 	fmt.Fprintf(tw, "  tokengate --version\tprint the version\n")
 	tw.Flush()
 	fmt.Fprint(w, "\nWithout a command, tokengate serves: tokengate --policy FILE is tokengate serve --policy FILE.\n")
+	fmt.Fprint(w, "Invoked as ratelimit (a link, as the image's /bin/ratelimit), it serves as envoyproxy/ratelimit,\nconfigured by that service's environment variables alone (README: Migrating from envoyproxy/ratelimit).\n")
 }
 
 // helpError is what a command returns when asked for --help: run prints

@@ -12,7 +12,8 @@ import (
 var update = flag.Bool("update", false, "rewrite README.md's settings tables from settingsTable")
 
 // TestREADMESettings: README's two settings tables (the general one and
-// the Redis store's) are settingsTable, written out; -update rewrites them.
+// the Redis store's) are settingsTable, written out, and its table of
+// envoyproxy/ratelimit's variables is refVars; -update rewrites them.
 func TestREADMESettings(t *testing.T) {
 	path := filepath.Join("..", "..", "README.md")
 	data, err := os.ReadFile(path)
@@ -32,6 +33,9 @@ func TestREADMESettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	if readme, err = replaceBlock(readme, "ratelimit environment", refVarsMarkdown()); err != nil {
+		t.Fatal(err)
 	}
 	if readme == string(data) {
 		return
@@ -85,6 +89,27 @@ func settingsMarkdown(keep func(name string) bool) string {
 			def = "`" + f.DefValue + "`"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", flagName, env, def, strings.ReplaceAll(st.help, "|", `\|`))
+	}
+	return b.String()
+}
+
+// refVarsMarkdown is the table of envoyproxy/ratelimit's variables.
+func refVarsMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| variable | default there | in tokengate |\n| --- | --- | --- |\n")
+	for _, v := range refVars {
+		def := ""
+		if v.def != "" {
+			def = "`" + v.def + "`"
+		}
+		doc := v.doc
+		switch v.kind {
+		case refInert:
+			doc = "accepted, no effect (logged when set): " + doc
+		case refUnsupported:
+			doc = "**not supported**, stops the start unless unset or at its default: " + doc
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.name, def, strings.ReplaceAll(doc, "|", `\|`))
 	}
 	return b.String()
 }

@@ -30,6 +30,10 @@ type redisSettings struct {
 	Password       string
 	PasswordFile   string
 	CAFile         string
+	TLS            bool
+	CertFile       string
+	KeyFile        string
+	Username       string
 	DB             int
 	PoolSize       int
 	Timeout        time.Duration
@@ -152,6 +156,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	cfg := redis.Config{
 		Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
 		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster, CAFile: r.CAFile,
+		TLS: r.TLS, CertFile: r.CertFile, KeyFile: r.KeyFile, Username: r.Username,
 	}
 	connect := func() (*connected, error) {
 		client, err := redis.Dial(cfg)
@@ -175,8 +180,6 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 				return nil, err
 			}
 		}
-		log.Info("redis store connected", slog.String("mode", string(client.Mode())), slog.Bool("cluster", st.Cluster()),
-			slog.Duration("timeout", r.Timeout), slog.Float64("local_share", r.LocalShare))
 		return c, nil
 	}
 	c, err := connect()
@@ -191,6 +194,10 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	lz := &lazyRedis{
 		closed: make(chan struct{}),
 		watch: func(c *connected) {
+			// Logged once the store serves, so that whoever sees the line
+			// finds the store in use.
+			log.Info("redis store connected", slog.String("mode", string(c.client.Mode())), slog.Bool("cluster", c.st.Cluster()),
+				slog.Duration("timeout", r.Timeout), slog.Float64("local_share", r.LocalShare))
 			go func() {
 				checkRedisLimits(wctx, c.st, log)
 				c.st.Watch(wctx, r.WatchEvery)

@@ -30,7 +30,17 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return serveSettings(s, stderr, nil)
+}
+
+// serveSettings is serve once the settings are read, from tokengate's
+// flags, environment and file or from envoyproxy/ratelimit's environment
+// (refenv.go), whose inert variables that are set, notes, it logs first.
+func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 	log := s.logger(stderr)
+	for _, n := range notes {
+		log.Info("envoyproxy/ratelimit variable set, without effect here", slog.String("variable", n.name), slog.String("value", n.value), slog.String("why", n.doc))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// Caught from here on: SIGHUP's default action ends the process.
@@ -77,7 +87,8 @@ func serve(args []string, stderr io.Writer) error {
 	}()
 	svc, err := service.New(service.Options{
 		Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log,
-		Candidate: shadow.options(st), DecisionLog: decisionLog(s, log), Tracer: tr.tracer,
+		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames(), Candidate: shadow.options(st),
+		DecisionLog: decisionLog(s, log), Tracer: tr.tracer,
 	})
 	if err != nil {
 		return err
@@ -94,6 +105,7 @@ func serve(args []string, stderr io.Writer) error {
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
 		Policy: current, Candidate: shadow.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
 		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log,
+		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
 		Propagator: tr.propagator,
 	})
 	if err != nil {

@@ -25,6 +25,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/tokengate/tokengate/pkg/server"
+	"github.com/tokengate/tokengate/pkg/service"
 )
 
 // settings are serve's knobs, filled from settingsTable.
@@ -47,6 +50,11 @@ type settings struct {
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
+	DebugAddr             string          // /rlconfig and pprof; "" none
+	MetricsAddr           string          // the metrics alone, at MetricsPath; "" none
+	MetricsPath           string          //
+	ShadowAll             bool            // service.Options.ShadowAll
+	LimitHeaders          string          // service.Options.LimitHeaders, comma-separated
 	Redis                 redisSettings   // the other --redis-* settings (redis.go)
 	XDS                   xdsSettings     // --xds-* (xds.go)
 	GRPCTLS               grpcTLSSettings // --grpc-tls-* (xds.go)
@@ -315,6 +323,10 @@ func (s settings) check() error {
 		return fmt.Errorf("--ext-authz-deny-status %d: want an HTTP error status, 400 to 599", s.ExtAuthzDenyStatus)
 	case s.ForwardAuthDenyStatus < 400 || s.ForwardAuthDenyStatus > 599:
 		return fmt.Errorf("--forward-auth-deny-status %d: want an HTTP error status, 400 to 599", s.ForwardAuthDenyStatus)
+	case s.MetricsAddr != "" && !strings.HasPrefix(s.MetricsPath, "/"):
+		return fmt.Errorf("--metrics-path %q: want a path, starting with /", s.MetricsPath)
+	case s.LimitHeaders != "" && len(s.limitHeaders()) != 3:
+		return fmt.Errorf("--limit-headers %q: want three header names, LIMIT,REMAINING,RESET", s.LimitHeaders)
 	case s.ShutdownTimeout <= 0 || s.JanitorInterval <= 0 || s.ReplayWindow <= 0:
 		return fmt.Errorf("--shutdown-timeout, --janitor-interval and --replay-window must be positive")
 	case s.DecisionLogRate < 0:
@@ -337,6 +349,37 @@ func (s settings) check() error {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", s.LogLevel)
 	}
 	return nil
+}
+
+// limitHeaders are the names of --limit-headers, nil when it is off.
+func (s settings) limitHeaders() []string {
+	if s.LimitHeaders == "" {
+		return nil
+	}
+	names := strings.Split(s.LimitHeaders, ",")
+	for i, n := range names {
+		if names[i] = strings.TrimSpace(n); names[i] == "" {
+			return nil
+		}
+	}
+	return names
+}
+
+// limitHeaderNames are --limit-headers for the service, nil when off.
+func (s settings) limitHeaderNames() *service.LimitHeaders {
+	n := s.limitHeaders()
+	if n == nil {
+		return nil
+	}
+	return &service.LimitHeaders{Limit: n[0], Remaining: n[1], Reset: n[2]}
+}
+
+// metricsListener is --metrics-addr for the server, nil when off.
+func (s settings) metricsListener() *server.MetricsListener {
+	if s.MetricsAddr == "" {
+		return nil
+	}
+	return &server.MetricsListener{Addr: s.MetricsAddr, Path: s.MetricsPath}
 }
 
 // logger is the logger of --log-level and --log-format, writing to w.

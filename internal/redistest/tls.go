@@ -13,6 +13,9 @@ type TLSServer struct {
 	*Server
 	TLSPort int
 	CAFile  string // PEM of the CA that signed the server's certificate
+	// ClientCert and ClientKey are a client certificate the same CA
+	// signed, for a server that asks for one (--tls-auth-clients yes).
+	ClientCert, ClientKey string
 }
 
 // TLSAddr is the host:port of the TLS listener.
@@ -24,8 +27,9 @@ func (s *TLSServer) TLSAddr() string { return "127.0.0.1:" + strconv.Itoa(s.TLSP
 func StartTLS(t testing.TB, extra ...string) *TLSServer {
 	t.Helper()
 	ca := tlstest.NewCA(t, "redistest")
-	pair := ca.Server(t, t.TempDir(), "server")
-	s := &TLSServer{TLSPort: freePort(t, false), CAFile: ca.CAFile}
+	dir := t.TempDir()
+	pair, client := ca.Server(t, dir, "server"), ca.Client(t, dir, "client")
+	s := &TLSServer{TLSPort: freePort(t, false), CAFile: ca.CAFile, ClientCert: client.CertFile, ClientKey: client.KeyFile}
 	s.Server = Start(t, append([]string{"--tls-port", strconv.Itoa(s.TLSPort), "--tls-cert-file", pair.CertFile,
 		"--tls-key-file", pair.KeyFile, "--tls-ca-cert-file", ca.CAFile, "--tls-auth-clients", "no"}, extra...)...)
 	return s

@@ -80,6 +80,8 @@ func (s *Server) routes() *http.ServeMux {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /healthcheck", s.healthcheck)
+	mux.HandleFunc("/json", s.jsonRateLimit)
 	mux.HandleFunc("GET /debug/policy", s.debugPolicy)
 	if s.opts.Candidate != nil {
 		mux.Handle("GET /debug/candidate", s.opts.Candidate)

@@ -1,8 +1,10 @@
 // Package server runs tokengate's listeners: gRPC (the ratelimit.v3
 // service, when given the ext_authz Authorization service,
 // grpc.health.v1 and server reflection) and HTTP (/metrics, /healthz,
-// /readyz, /debug/policy, when given a candidate policy /debug/candidate,
-// when given forward-auth /v1/check and, when asked, /debug/pprof/). Serve
+// /readyz, /debug/policy, envoyproxy/ratelimit's /healthcheck and /json,
+// when given a candidate policy /debug/candidate, when given forward-auth
+// /v1/check and, when asked, /debug/pprof/), and when asked a debug
+// listener (/rlconfig, pprof) and a metrics listener (refhttp.go). Serve
 // runs until its context ends, then drains: health turns NOT_SERVING, new
 // connections are refused, in-flight RPCs finish within ShutdownTimeout.
 // Readiness is "can answer": a failing store is reported apart, by the
@@ -74,6 +76,13 @@ type Options struct {
 	// for mTLS it verifies clients (tlsfiles.Files.ServerConfig).
 	TLS *tls.Config
 
+	// DebugAddr, when set, is a listener for /rlconfig and /debug/pprof/
+	// (refhttp.go).
+	DebugAddr string
+	// MetricsListener, when set, serves the metrics alone on a listener of
+	// its own, as well as on the HTTP address (refhttp.go).
+	MetricsListener *MetricsListener
+
 	Pprof           bool          // serve /debug/pprof/
 	ShutdownTimeout time.Duration // longest drain of in-flight RPCs [10s]
 	Logger          *slog.Logger  // [slog.Default()]
@@ -101,6 +110,10 @@ type Server struct {
 	// degraded is why the store failed at the latest health check, nil
 	// while it decides (health.go).
 	degraded atomic.Pointer[string]
+	// side are the debug and metrics listeners (refhttp.go).
+	side []sideServer
+	// draining is set when shutdown starts: /healthcheck fails from then.
+	draining atomic.Bool
 }
 
 // gRPC limits, set deliberately: ratelimit requests are small, and Envoy
@@ -155,6 +168,12 @@ func New(opts Options) (*Server, error) {
 		s.gl.Close()
 		return nil, fmt.Errorf("server: HTTP listener: %w", err)
 	}
+	if err := s.listenSides(); err != nil {
+		s.gl.Close()
+		s.hl.Close()
+		s.closeSides()
+		return nil, err
+	}
 	var creds []grpc.ServerOption
 	if opts.TLS != nil {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(opts.TLS)))
@@ -200,7 +219,14 @@ func (s *Server) HTTPAddr() net.Addr { return s.hl.Addr() }
 // Serve serves until ctx ends, then shuts down gracefully. It returns nil
 // after a clean shutdown.
 func (s *Server) Serve(ctx context.Context) error {
-	errs := make(chan error, 2)
+	errs := make(chan error, 2+len(s.side))
+	for _, sd := range s.side {
+		go func() {
+			if err := sd.srv.Serve(sd.l); !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("server: %s listener: %w", sd.name, err)
+			}
+		}()
+	}
 	go func() { errs <- s.grpc.Serve(s.gl) }()
 	go func() {
 		if err := s.http.Serve(s.hl); !errors.Is(err, http.ErrServerClosed) {
@@ -210,7 +236,11 @@ func (s *Server) Serve(ctx context.Context) error {
 		errs <- nil
 	}()
 	stopHealth := s.trackHealth(ctx)
-	s.opts.Logger.Info("serving", slog.String("grpc", s.GRPCAddr().String()), slog.String("http", s.HTTPAddr().String()))
+	attrs := []any{slog.String("grpc", s.GRPCAddr().String()), slog.String("http", s.HTTPAddr().String())}
+	for _, sd := range s.side {
+		attrs = append(attrs, slog.String(sd.name, sd.l.Addr().String()))
+	}
+	s.opts.Logger.Info("serving", attrs...)
 
 	var err error
 	select {
@@ -224,13 +254,14 @@ func (s *Server) Serve(ctx context.Context) error {
 // shutdown drains: NOT_SERVING first, so probes and Envoy's health checks
 // move away, then no new RPCs, in-flight ones finished within the timeout.
 func (s *Server) shutdown() error {
+	s.draining.Store(true)
 	s.health.Shutdown()
 	s.opts.Logger.Info("shutting down", slog.Duration("drain", s.opts.ShutdownTimeout))
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
-	httpErr := s.http.Shutdown(ctx)
+	httpErr := errors.Join(s.http.Shutdown(ctx), s.shutdownSides(ctx))
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -46,6 +46,11 @@ type Options struct {
 	// StoreLogEvery is the least time between two log lines about store
 	// failures [10s]; each line says how many failures it stands for.
 	StoreLogEvery time.Duration
+	// ShadowAll never answers OVER_LIMIT overall (refmodes.go).
+	ShadowAll bool
+	// LimitHeaders, when set, adds its three headers to every answer
+	// with a limit (refmodes.go).
+	LimitHeaders *LimitHeaders
 	// DecisionLog logs refusals and degraded answers at info, every
 	// decision at debug, bounded per second (decisionlog.go); off without
 	// its Logger.
@@ -177,6 +182,12 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	}
 	verdicts := sc.judge(table)
 	resp := sc.respond(domain, verdicts)
+	if s.opts.LimitHeaders != nil {
+		addLimitHeaders(resp, s.opts.LimitHeaders)
+	}
+	if s.opts.ShadowAll {
+		shadowAll(resp)
+	}
 	sc.count(table, domain, descriptors, verdicts, s.opts.Metrics)
 	s.describe(ctx, now, domain, sc, verdicts, resp, &span)
 	// A store call that timed out may have charged: tell the store whether

@@ -1,7 +1,6 @@
 package blackbox
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,18 +12,7 @@ import (
 // when a file of it changes.
 func TestServeReferenceDirectory(t *testing.T) {
 	dir := t.TempDir()
-	src := "../../pkg/policy/testdata/envoyproxy/integration"
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tgproc.WritePolicy(t, filepath.Join(dir, e.Name()), string(data))
-	}
+	copyFiles(t, refConfig+"integration", dir)
 	p := start(t, "--policy", dir)
 	r := p.Ask(t, "basic", 1, tgproc.Descriptor("key1", "foo"))
 	if st := r.Statuses[0]; r.OverallCode != ok || st.LimitRemaining != 49 || st.CurrentLimit.GetRequestsPerUnit() != 50 || st.CurrentLimit.GetUnit().String() != "SECOND" {

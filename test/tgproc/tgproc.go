@@ -54,10 +54,13 @@ func Main(m *testing.M, binary *string, race bool) int {
 type Proc struct {
 	GRPCAddr string
 	HTTPAddr string
-	Conn     *grpc.ClientConn
-	RLS      rlsv3.RateLimitServiceClient
-	cmd      *exec.Cmd
-	exited   chan error
+	// DebugAddr and MetricsAddr are the debug and metrics listeners'
+	// addresses, "" when there are none.
+	DebugAddr, MetricsAddr string
+	Conn                   *grpc.ClientConn
+	RLS                    rlsv3.RateLimitServiceClient
+	cmd                    *exec.Cmd
+	exited                 chan error
 }
 
 // Start runs binary on free loopback ports with the extra flags, waits
@@ -66,7 +69,35 @@ func Start(t *testing.T, binary string, flags ...string) *Proc {
 	t.Helper()
 	args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--log-format", "json", "--shutdown-timeout", "5s"}, flags...)
-	cmd := exec.Command(binary, args...)
+	return launch(t, exec.Command(binary, args...))
+}
+
+// StartAs runs binary by the name name (a symbolic link to it in a
+// temporary directory, as the image's /bin/ratelimit is), with no
+// arguments and only the environment env, which must make it log in JSON
+// at level info or below, and waits until it serves, as Start does.
+func StartAs(t *testing.T, binary, name string, env ...string) *Proc {
+	t.Helper()
+	return launch(t, CommandAs(t, binary, name, env...))
+}
+
+// CommandAs is the command that runs binary by the name name, with no
+// arguments and only the environment env.
+func CommandAs(t *testing.T, binary, name string, env ...string) *exec.Cmd {
+	t.Helper()
+	link := filepath.Join(t.TempDir(), name)
+	if err := os.Symlink(binary, link); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(link)
+	cmd.Env = append([]string{}, env...)
+	return cmd
+}
+
+// launch starts cmd, a tokengate logging in JSON, and waits until it
+// serves.
+func launch(t *testing.T, cmd *exec.Cmd) *Proc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -79,9 +110,9 @@ func Start(t *testing.T, binary string, flags ...string) *Proc {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			var line struct{ Msg, GRPC, HTTP string }
+			var line struct{ Msg, GRPC, HTTP, Debug, Metrics string }
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
-				p.GRPCAddr, p.HTTPAddr = line.GRPC, line.HTTP
+				p.GRPCAddr, p.HTTPAddr, p.DebugAddr, p.MetricsAddr = line.GRPC, line.HTTP, line.Debug, line.Metrics
 				close(serving)
 			}
 			t.Logf("tokengate: %s", sc.Text())
@@ -147,7 +178,13 @@ func (p *Proc) Ask(t *testing.T, domain string, hits uint32, ds ...*ratelimitv3.
 // Get fetches an HTTP path of the process and returns status and body.
 func (p *Proc) Get(t *testing.T, path string) (int, string) {
 	t.Helper()
-	resp, err := http.Get("http://" + p.HTTPAddr + path)
+	return GetURL(t, "http://"+p.HTTPAddr+path)
+}
+
+// GetURL fetches url and returns status and body.
+func GetURL(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

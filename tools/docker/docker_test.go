@@ -1,7 +1,8 @@
 // Package docker_test checks the Dockerfile without a Docker engine: the
 // build stage's `go build` command, run as written on exactly the files
 // .dockerignore lets into the build context, makes a static, stripped
-// binary that knows its version; the runtime stage is distroless, non-root
+// binary that knows its version; the build stage's link makes /bin/ratelimit
+// run it as envoyproxy/ratelimit; the runtime stage is distroless, non-root
 // and exposes both ports.
 package docker_test
 
@@ -70,6 +71,7 @@ func TestRuntimeStage(t *testing.T) {
 	stage := ins[last:]
 	for _, want := range []string{
 		"COPY --from=build /out/tokengate /tokengate",
+		"COPY --from=build /out/bin /bin", // /bin/ratelimit (TestRatelimitLink)
 		"USER 65532:65532",
 		"EXPOSE 8081 8080",
 		`ENTRYPOINT ["/tokengate"]`,
@@ -191,4 +193,48 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// TestRatelimitLink runs the build stage's command that makes
+// /bin/ratelimit, checks that it is a link to /tokengate, and that the
+// binary run through a link of that name is envoyproxy/ratelimit's process
+// (configured by its environment: here one it refuses, naming the
+// variable).
+func TestRatelimitLink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tokengate")
+	}
+	var link string
+	for _, in := range instructions(t) {
+		if strings.HasPrefix(in, "RUN ") && strings.Contains(in, "ratelimit") {
+			link = strings.TrimPrefix(in, "RUN ")
+		}
+	}
+	if link == "" {
+		t.Fatal("no RUN makes /bin/ratelimit")
+	}
+	out := t.TempDir()
+	if b, err := exec.Command("sh", "-c", strings.ReplaceAll(link, "/out/", out+"/")).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", link, err, b)
+	}
+	if target, err := os.Readlink(filepath.Join(out, "bin", "ratelimit")); err != nil || target != "/tokengate" {
+		t.Fatalf("bin/ratelimit: %q, %v; want a link to /tokengate", target, err)
+	}
+
+	bin := filepath.Join(t.TempDir(), "tokengate")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/tokengate")
+	build.Dir = repoRoot(t)
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	ratelimit := filepath.Join(t.TempDir(), "ratelimit")
+	if err := os.Symlink(bin, ratelimit); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(ratelimit)
+	cmd.Env = []string{"RUNTIME_SUBDIRECTORY=ratelimit", "BACKEND_TYPE=memcache"}
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), `BACKEND_TYPE="memcache"`) {
+		t.Fatalf("ratelimit with BACKEND_TYPE=memcache: %v\n%s", err, b)
+	}
 }

@@ -47,6 +47,12 @@ type Config struct {
 	// sign Redis's TLS certificate (a private CA, as Redis deployments
 	// usually have); it turns TLS on for Addr too.
 	CAFile string
+	// TLS turns TLS on with the system's certificate authorities (CAFile
+	// replaces them).
+	TLS bool
+	// CertFile and KeyFile, both or neither, are the PEM client
+	// certificate and key that Redis's TLS asks for (mTLS); they turn TLS on.
+	CertFile, KeyFile string
 }
 
 // ErrConfig marks the errors of Dial that no retry fixes, because the
@@ -122,6 +128,19 @@ func (cfg Config) clientOption() (rueidis.ClientOption, error) {
 			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		opt.TLSConfig.RootCAs = pool
+	}
+	if (cfg.TLS || cfg.CertFile != "" || cfg.KeyFile != "") && opt.TLSConfig == nil {
+		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if cfg.CertFile != "" || cfg.KeyFile != "" {
+		if cfg.CertFile == "" || cfg.KeyFile == "" {
+			return opt, errors.New("redis: --redis-cert-file and --redis-key-file go together")
+		}
+		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return opt, fmt.Errorf("redis: --redis-cert-file %s, --redis-key-file %s: %w", cfg.CertFile, cfg.KeyFile, err)
+		}
+		opt.TLSConfig.Certificates = []tls.Certificate{cert}
 	}
 	if opt.DialCtxFn == nil { // nil but for unix:// URLs
 		opt.DialCtxFn = dial

@@ -63,6 +63,27 @@ func TestDialTLS(t *testing.T) {
 	}
 }
 
+// TestDialMutualTLS: a Redis that asks for a client certificate accepts
+// CertFile and KeyFile; TLS with the system's CAs alone refuses its
+// private CA; a certificate without its key is refused before dialling.
+func TestDialMutualTLS(t *testing.T) {
+	srv := redistest.StartTLS(t, "--tls-auth-clients", "yes")
+	decideThrough(t, "mtls", Config{Addr: srv.TLSAddr(), CAFile: srv.CAFile, CertFile: srv.ClientCert, KeyFile: srv.ClientKey})
+	for name, cfg := range map[string]Config{
+		"system CAs":       {Addr: srv.TLSAddr(), TLS: true, CertFile: srv.ClientCert, KeyFile: srv.ClientKey},
+		"no key":           {Addr: srv.TLSAddr(), CAFile: srv.CAFile, CertFile: srv.ClientCert},
+		"key for the cert": {Addr: srv.TLSAddr(), CAFile: srv.CAFile, CertFile: srv.ClientCert, KeyFile: srv.CAFile},
+	} {
+		c, err := Dial(cfg)
+		if err == nil {
+			c.Close()
+			t.Errorf("%s: connected", name)
+		} else if !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: not ErrConfig: %v", name, err)
+		}
+	}
+}
+
 // TestDialTLSConfigErrors: a CA file that cannot serve, a certificate the
 // CA file does not sign or that is for another host, and TLS on one side
 // only are ErrConfig, named in the error with the flag and the file or

@@ -43,16 +43,16 @@ local function leanload(recs, v)
   return true
 end
 
--- leanwrite writes item i's balance st (put). Only the balance changes:
--- the rest of the record (version, activation, expiry, identity) is
--- already stored, so the write is a SETRANGE of the balance, which keeps
--- the TTL, unless the TTL must grow.
-local function leanwrite(i, st, v)
+-- leanwrite writes item i's balance st, full in ns (put). Only the
+-- balance changes: the rest of the record (version, activation, expiry,
+-- identity) is already stored, so the write is a SETRANGE of the balance,
+-- which keeps the TTL, unless the TTL must grow (by tol ms, the
+-- tolerance).
+local function leanwrite(i, st, ns, v, tol)
   local k = (i - 1) * LEAN_FIELDS
   local fh, fl = fdiv(st.f, 1e9)
   local ah, al = fastabs(st.a)
   if EXPIRE then
-    local ns, tol = funtilfull(v[k + 1], st), tonumber(ARGV[ARG_TOLERANCE])
     if ns == 0 then
       redis.call('DEL', KEYS[i])
       return
@@ -85,20 +85,23 @@ local function leandecide(v)
     if never then flags = flags + FLAG_NEVER end
     reply[f + REPLY_FLAGS], reply[f + REPLY_REMAINING], reply[f + REPLY_RETRY] = flags, rem, retry
   end
+  local tol = tonumber(ARGV[ARG_TOLERANCE])
   for i = 1, NITEMS do
     local k, b = (i - 1) * LEAN_FIELDS, HEADER_ARGS + (i - 1) * ITEM_ARGS
     local p, s = v[k + 1], v[k + 2]
     local f = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
     if allowed then
-      reply[f + REPLY_RESET], reply[f + REPLY_EXTRA1], reply[f + REPLY_EXTRA2] = funtilfull(p, after[i]), 0, 0
+      local reset = funtilfull(p, after[i])
+      reply[f + REPLY_RESET], reply[f + REPLY_EXTRA1], reply[f + REPLY_EXTRA2] = reset, 0, 0
       -- A check (cost 0) leaves the stored bucket as it was, but for the
       -- refill that the record's cursor gives anyway.
-      if not EXPIRE or ARGV[b + ITEM_COST] ~= '0' then leanwrite(i, after[i], v) end
+      if not EXPIRE or ARGV[b + ITEM_COST] ~= '0' then leanwrite(i, after[i], reset, v, tol) end
     else
+      local reset = funtilfull(p, s)
       reply[f + REPLY_FLAGS] = reply[f + REPLY_FLAGS] + FLAG_SNAPSHOT
-      reply[f + REPLY_REMAINING], reply[f + REPLY_RESET] = s.t, funtilfull(p, s)
+      reply[f + REPLY_REMAINING], reply[f + REPLY_RESET] = s.t, reset
       reply[f + REPLY_EXTRA1], reply[f + REPLY_EXTRA2] = s.f, s.a
-      if not EXPIRE then leanwrite(i, s, v) end
+      if not EXPIRE then leanwrite(i, s, reset, v, tol) end
     end
   end
   reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, 0
