@@ -168,6 +168,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 			client.Close()
 			return nil, err
 		}
+		prepare(st, r.DialTimeout, log)
 		c := &connected{st: st, client: client}
 		if s.CandidatePolicy != "" {
 			// The same client, its own key space; no metrics (they would
@@ -179,6 +180,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 				client.Close()
 				return nil, err
 			}
+			prepare(c.candidate, r.DialTimeout, log)
 		}
 		return c, nil
 	}
@@ -216,6 +218,17 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		be.candidate = lazyCandidate{lz}
 	}
 	return be, nil
+}
+
+// prepare loads the store's code and anchors its clock before it serves
+// (redis.Store.Prepare), within timeout; a failure is left to the first
+// decision.
+func prepare(st *redis.Store, timeout time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := st.Prepare(ctx); err != nil {
+		log.Debug("redis: not prepared at start; the first decision will", slog.String("error", err.Error()))
+	}
 }
 
 // checkRedisLimits says, once per store (at start, or when a background

@@ -162,6 +162,18 @@ func New(opts Options) (*Store, error) {
 // Options.Registerer.
 func (s *Store) Collector() prometheus.Collector { return s.metrics }
 
+// Prepare readies the store for its first decision: it loads the function
+// library and anchors the shared clock (clock.go), so that the first
+// request's deadline is not spent on them. On an error both are left to
+// the first decision, as without Prepare.
+func (s *Store) Prepare(ctx context.Context) error {
+	err := s.loadLibrary(ctx)
+	if s.opts.RequestTime {
+		return err
+	}
+	return errors.Join(err, s.anchor(ctx))
+}
+
 // Cluster reports whether the client talks to a Redis Cluster.
 func (s *Store) Cluster() bool { return s.cluster }
 

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"encoding/hex"
 	"testing"
 	"time"
@@ -80,5 +81,29 @@ func TestCollector(t *testing.T) {
 	n, err := testutil.GatherAndCount(reg, "tokengate_redis_keys", "tokengate_redis_ambiguous_total", "tokengate_redis_circuit_open")
 	if err != nil || n != 1+5+1 {
 		t.Fatalf("gathered %d series (%v), want 7", n, err)
+	}
+}
+
+// TestPrepare: a prepared store's first decision is its one FCALL: the
+// library is loaded and the shared clock anchored before.
+func TestPrepare(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv.Addr()), Options{})
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := commandStats(t, srv.Addr())
+	v := storetest.Version(t, 1, 10, "1/s")
+	if _, err := s.Decide(context.Background(), &store.Request{Items: []store.Item{{Key: "a", Version: v, Cost: 1}}}, make([]store.Result, 1)); err != nil {
+		t.Fatal(err)
+	}
+	after := commandStats(t, srv.Addr())
+	for cmd, n := range after {
+		if d := n - before[cmd]; d != 0 && cmd != "fcall" && cmd != "info" && cmd != "mget" && cmd != "set" {
+			t.Errorf("the first decision after Prepare ran %d %s", d, cmd)
+		}
+	}
+	if d := after["fcall"] - before["fcall"]; d != 1 {
+		t.Errorf("the first decision ran %d FCALLs, want 1", d)
 	}
 }
