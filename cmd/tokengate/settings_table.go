@@ -125,7 +125,7 @@ var settingsTable = []setting{
 		func(s *settings) *int { return &s.Redis.AdmissionBudget }),
 	opt("redis-admission-heavy-share", 0.5, "share of the admission budget that heavy requests (more than --redis-admission-light buckets) may hold together, in (0, 1]",
 		func(s *settings) *float64 { return &s.Redis.AdmissionHeavyShare }),
-	opt("redis-admission-light", 4, "most buckets of a light request",
+	opt("redis-admission-light", 8, "most buckets of a light request",
 		func(s *settings) *int { return &s.Redis.AdmissionLight }),
 	opt("redis-admission-wait", time.Duration(0), "longest a request waits to be admitted, then on_store_error answers it (0: half of --redis-timeout)",
 		func(s *settings) *time.Duration { return &s.Redis.AdmissionWait }),

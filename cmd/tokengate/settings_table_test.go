@@ -50,7 +50,7 @@ func TestSettingsNewRedisOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := s.Redis.storeOptions(nil, s.ReplayWindow, clock.NewMonotonic(), nil, nil)
-	if a := o.Admission; a.Budget != 512 || a.HeavyShare != 0.5 || a.Light != 4 || a.Wait != 0 ||
+	if a := o.Admission; a.Budget != 512 || a.HeavyShare != 0.5 || a.Light != 8 || a.Wait != 0 ||
 		o.DenyCacheBytes != 1<<20 || o.DenyCacheAge != time.Second || o.ClockStepTolerance != 6*time.Hour {
 		t.Fatalf("defaults: %+v, deny cache %d %v, tolerance %v", a, o.DenyCacheBytes, o.DenyCacheAge, o.ClockStepTolerance)
 	}

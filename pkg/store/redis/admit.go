@@ -53,7 +53,9 @@ type AdmissionOptions struct {
 	// HeavyShare is the fraction of Budget that heavy requests may hold
 	// together, in (0, 1] [0.5]. At 1 light requests have no reserve.
 	HeavyShare float64
-	// Light is the most items of a light request [4]; more is heavy.
+	// Light is the most items of a light request [8]; more is heavy. Eight
+	// covers the descriptors an Envoy route usually sends (a user, a path,
+	// a tenant, an address...); a heavy request is a flood's shape.
 	Light int
 	// Wait is the longest a request waits to be admitted [half of
 	// Options.Timeout]; the call then has the rest of the timeout.
@@ -109,7 +111,7 @@ func newAdmission(o AdmissionOptions, timeout time.Duration, gauges *prometheus.
 		o.HeavyShare = 0.5
 	}
 	if o.Light == 0 {
-		o.Light = 4
+		o.Light = 8
 	}
 	if o.Wait == 0 {
 		o.Wait = timeout / 2

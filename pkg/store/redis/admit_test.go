@@ -91,7 +91,7 @@ func wantState(t *testing.T, a *admission, inFlight, waiting [2]int) {
 // TestAdmitLightWhileHeavyFull: heavy requests hold their whole share and
 // more wait; light ones are still admitted at once, up to the budget.
 func TestAdmitLightWhileHeavyFull(t *testing.T) {
-	a, queued := testAdmission(t, AdmissionOptions{}) // 512 items, 256 heavy, light <= 4
+	a, queued := testAdmission(t, AdmissionOptions{}) // 512 items, 256 heavy, light <= 8
 	for range 4 {
 		mustAcquire(t, a, context.Background(), 64)
 	}
@@ -352,7 +352,7 @@ func TestAdmitModel(t *testing.T) {
 func TestAdmitOptions(t *testing.T) {
 	gauges := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "g"}, []string{"class"})
 	a := newAdmission(AdmissionOptions{}, 10*time.Millisecond, gauges)
-	if a.budget != 512 || a.heavyCap != 256 || a.light != 4 || a.wait != 5*time.Millisecond {
+	if a.budget != 512 || a.heavyCap != 256 || a.light != 8 || a.wait != 5*time.Millisecond {
 		t.Fatalf("defaults: budget %d heavy %d light %d wait %v", a.budget, a.heavyCap, a.light, a.wait)
 	}
 	a = newAdmission(AdmissionOptions{Budget: 8, HeavyShare: 0.25}, time.Second, gauges)
@@ -423,7 +423,7 @@ func TestHeavyTimeoutIsNotABreakerFailure(t *testing.T) {
 	s := newStore(t, c, Options{Timeout: 20 * time.Millisecond, Breaker: BreakerOptions{Failures: 2, Window: -1}})
 	v := storetest.Version(t, 1, 10, "1/s")
 	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // anchors the clock, loads the code
-	heavy := make([]store.Item, 8)
+	heavy := make([]store.Item, 16)
 	for i := range heavy {
 		heavy[i] = store.Item{Key: "h" + strconv.Itoa(i), Version: v, Cost: 1}
 	}
