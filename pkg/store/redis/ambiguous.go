@@ -140,23 +140,25 @@ func (a *ambiguous) charged() (charged, known bool) {
 // refund adds every charged bucket's cost back and releases the request
 // id's answer, in one settle call.
 func (a *ambiguous) refund() error {
+	// Two items of one key are one bucket (one rule, one period): their
+	// costs add up.
 	units := map[string]*big.Int{}
 	var keys []string
-	per := map[string]int64{}
+	var pers []int64
 	for i, it := range a.items {
 		if it.cost <= 0 {
 			continue
 		}
 		k := a.keys[i]
 		if units[k] == nil {
-			units[k], per[k] = new(big.Int), it.per
-			keys = append(keys, k)
+			units[k] = new(big.Int)
+			keys, pers = append(keys, k), append(pers, it.per)
 		}
 		units[k].Add(units[k], new(big.Int).Mul(big.NewInt(it.cost), big.NewInt(it.per)))
 	}
 	entries := make([]string, 0, settleArgs*len(keys))
-	for _, k := range keys {
-		entries = append(entries, units[k].String(), strconv.FormatInt(per[k], 10), "0")
+	for j, k := range keys {
+		entries = append(entries, units[k].String(), strconv.FormatInt(pers[j], 10), "0")
 	}
 	idMode := idNone
 	if a.id {
@@ -166,10 +168,9 @@ func (a *ambiguous) refund() error {
 	if len(entries) == 0 && idMode == idNone {
 		return nil
 	}
-	args := a.s.header(make([]string, 0, headerArgs+len(entries)), opSettle, a.now, idMode, len(entries)/settleArgs, "")
 	ctx, cancel := context.WithTimeout(context.Background(), a.s.opts.Timeout)
 	defer cancel()
-	msgs, err := a.s.call(ctx, keys, append(args, entries...))
+	msgs, err := a.s.call(ctx, keys, a.s.settleArgs(a.now, idMode, entries, ""))
 	if err == nil {
 		_, err = a.s.decodeReply(msgs, nil)
 	}

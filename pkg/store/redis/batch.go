@@ -202,10 +202,10 @@ func (b *batcher) send(batch []*queued) {
 		if err != nil {
 			w.err = err
 		} else {
-			w.reply, w.err = msgs[i].ToArray()
-			var re *rueidis.RedisError
-			if errors.As(w.err, &re) {
-				w.err = fmt.Errorf("redis: %w", re)
+			// A call's error reply (its own, caught by the script) fails
+			// that call only.
+			if w.reply, w.err = msgs[i].ToArray(); w.err != nil {
+				w.err = fmt.Errorf("redis: %w", w.err)
 			}
 		}
 		close(w.done)

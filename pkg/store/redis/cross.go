@@ -114,6 +114,17 @@ func (s *Store) parseGroup(c call, n int) groupReply {
 	return g
 }
 
+// settleArgs are the arguments of a settle call at the instant now:
+// entries (settleArgs each) and, with idLast, the request id's record.
+func (s *Store) settleArgs(now, idMode string, entries []string, rec string) []string {
+	args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, now, idMode, len(entries)/settleArgs, "")
+	args = append(args, entries...)
+	if idMode == idLast {
+		args = append(args, rec)
+	}
+	return args
+}
+
 // settle sends, to every slot that needs it, the commits (allowed) or the
 // rollbacks (not allowed) of its reserve; to the first slot also the
 // request id's answer (rec) or, without one, the release of its claim.
@@ -145,13 +156,7 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 		if len(entries) == 0 && idMode == idNone {
 			continue
 		}
-		n := len(entries) / settleArgs
-		args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, now, idMode, n, "")
-		args = append(args, entries...)
-		if idMode == idLast {
-			args = append(args, rec)
-		}
-		settles = append(settles, call{keys: keys, args: args})
+		settles = append(settles, call{keys: keys, args: s.settleArgs(now, idMode, entries, rec)})
 		kind := "rollback"
 		if allowed {
 			kind = "commit"

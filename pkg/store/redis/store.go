@@ -199,9 +199,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Decide implements store.Store: one EVALSHA for a request whose buckets
-// share a hash slot (always, outside Cluster), a reserve and settle
-// otherwise (see doc.go).
+// Decide implements store.Store: one call (FCALL, often shared with
+// concurrent requests: batch.go) for a request whose buckets share a hash
+// slot (always, outside Cluster), a reserve and settle otherwise (see
+// doc.go).
 func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
 	if err := validate(req, results); err != nil {
 		return store.Outcome{}, err

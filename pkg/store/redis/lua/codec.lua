@@ -65,6 +65,24 @@ local function fastabs(d)
   return h, l
 end
 
+-- fpack is a plain-number state's record numbers: tokens, fraction (h,
+-- l), cursor (h, l).
+local function fpack(s)
+  local fh, fl = fdiv(s.f, 1e9)
+  local ah, al = fastabs(s.a)
+  return s.t, fh, fl, ah, al
+end
+
+-- renewpx is the PX a bucket's key is written with when it must be full
+-- in ms and its key surely lives to exp (ms on the shared clock, or
+-- false): nil while that still covers ms and the tolerance tol (the TTL is
+-- kept), else ms and twice the tolerance. nowms is now rounded down: a ms
+-- more covers the full instant.
+local function renewpx(ms, tol, exp)
+  if exp and nowms() + 1 + ms + tol <= exp then return nil end
+  return ms + 2 * tol
+end
+
 -- signed parses an optionally negative decimal: {neg = bool, m = bignum}.
 local function signed(s)
   if string.sub(s, 1, 1) == '-' then return {neg = true, m = num(string.sub(s, 2))} end

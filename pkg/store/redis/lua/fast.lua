@@ -24,6 +24,13 @@ local function fdiv(a, b)
   return q, r
 end
 
+-- fms is ns in whole ms, rounded up.
+local function fms(ns)
+  local q, r = fdiv(ns, 1e6)
+  if r > 0 then q = q + 1 end
+  return q
+end
+
 local function frefill(p, s)
   if s.a >= 0 then return s end
   if s.t >= p.c then return {t = p.c, f = 0, a = 0} end

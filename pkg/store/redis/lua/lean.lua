@@ -50,23 +50,20 @@ end
 -- tolerance).
 local function leanwrite(i, st, ns, v, tol)
   local k = (i - 1) * LEAN_FIELDS
-  local fh, fl = fdiv(st.f, 1e9)
-  local ah, al = fastabs(st.a)
+  local t, fh, fl, ah, al = fpack(st)
   if EXPIRE then
     if ns == 0 then
       redis.call('DEL', KEYS[i])
       return
     end
-    local ms, r = fdiv(ns, 1e6)
-    if r > 0 then ms = ms + 1 end
-    if nowms() + 1 + ms + tol > v[k + 3] then
-      local px = ms + 2 * tol
+    local px = renewpx(fms(ns), tol, v[k + 3])
+    if px then
       local ident = string.sub(v[k + 6], REC_BYTES + 1)
-      redis.call('SET', KEYS[i], writerec(st.t, fh, fl, ah, al, v[k + 4], v[k + 5], nowms() + px, ident), 'PX', px)
+      redis.call('SET', KEYS[i], writerec(t, fh, fl, ah, al, v[k + 4], v[k + 5], nowms() + px, ident), 'PX', px)
       return
     end
   end
-  redis.call('SETRANGE', KEYS[i], 0, struct.pack(REC_BALANCE_FORMAT, st.t, fh, fl, ah, al))
+  redis.call('SETRANGE', KEYS[i], 0, struct.pack(REC_BALANCE_FORMAT, t, fh, fl, ah, al))
 end
 
 -- leandecide decides the loaded items (run, answer and put of decideop).

@@ -16,17 +16,9 @@ local FAST = {
   out = function(x) return x end,
   full = function(p, s) return s.t >= p.c end,
   zero = function(x) return x == 0 end,
-  pack = function(s)
-    local fh, fl = fdiv(s.f, 1e9)
-    local ah, al = fastabs(s.a)
-    return s.t, fh, fl, ah, al
-  end,
+  pack = fpack,
   cursor = function(s) return hldec(fastabs(s.a)) end,
-  ms = function(ns)
-    local q, r = fdiv(ns, 1e6)
-    if r > 0 then q = q + 1 end
-    return q
-  end,
+  ms = fms,
 }
 local BIG = {
   decide = function(p, s, cost) return decide(p, s, nowbig(), cost) end,
@@ -185,13 +177,11 @@ local function put(w, st, ttl, dirty)
     redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, 0, w.id))
     return
   end
-  local ms, tol = E.ms(ttl), tonumber(ARGV[ARG_TOLERANCE])
-  -- nowms is now rounded down: a ms more covers the full instant.
-  if w.exp and nowms() + 1 + ms + tol <= w.exp then
+  local px = renewpx(E.ms(ttl), tonumber(ARGV[ARG_TOLERANCE]), w.exp)
+  if not px then
     redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, w.exp, w.id), 'KEEPTTL')
     return
   end
-  local px = ms + 2 * tol
   redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, nowms() + px, w.id), 'PX', px)
 end
 
