@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -24,6 +22,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/store"
 	rstore "github.com/tokengate/tokengate/pkg/store/redis"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
+	"github.com/tokengate/tokengate/test/tgproc"
 )
 
 // The bounded-keys tests: a flood of distinct keys into a redis-server
@@ -464,19 +463,5 @@ func (p *logged) count(msg string) int {
 // metric is the value of one sample line of /metrics, "" when absent.
 func (p *logged) metric(t *testing.T, sample string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + p.httpAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, sample+" "); ok {
-			return v
-		}
-	}
-	return ""
+	return tgproc.MetricAt(t, p.httpAddr, sample)
 }

@@ -200,7 +200,13 @@ func GetURL(t *testing.T, url string) (int, string) {
 // `tokengate_policy_reloads_total{result="failure"}`, or "" when absent.
 func (p *Proc) Metric(t *testing.T, sample string) string {
 	t.Helper()
-	_, body := p.Get(t, "/metrics")
+	return MetricAt(t, p.HTTPAddr, sample)
+}
+
+// MetricAt is Metric of the tokengate serving HTTP on addr.
+func MetricAt(t *testing.T, addr, sample string) string {
+	t.Helper()
+	_, body := GetURL(t, "http://"+addr+"/metrics")
 	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, sample+" "); ok {
 			return v
