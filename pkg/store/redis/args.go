@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"math/bits"
 	"runtime"
@@ -42,13 +43,14 @@ func offset(a, b int64) string {
 // versionArgs are a version's arguments, formatted once per version:
 // params is its part of an item's version string (the revision is the
 // request's), tail its part of the identity after the version string,
-// fast its packed parameters (or "").
+// fast its packed parameters (or ""); activeAt is the version's.
 type versionArgs struct {
 	params, tail, fast, mode, chain string
+	activeAt                        int64
 }
 
 func encodeVersion(v *bucket.Version, pid string) *versionArgs {
-	a := &versionArgs{}
+	a := &versionArgs{activeAt: v.ActiveAt}
 	capacity, n, per, mode := encodeParams(v)
 	a.params, a.mode = verSep+strings.Join([]string{capacity, n, per}, verSep)+verSep, mode
 	a.tail = pid + verSep + strconv.FormatUint(v.ID, 10)
@@ -153,15 +155,18 @@ func (s *Store) header(args []string, op, now, idMode string, n int, fp string) 
 // instant is the script's now for req: the request's own instant, biased,
 // with RequestTime; else its instant on the shared clock (clock.go), which
 // is positive and needs no bias.
-func (s *Store) instant(ctx context.Context, req *store.Request) (string, error) {
+func (s *Store) instant(ctx context.Context, req *store.Request) (uint64, error) {
 	if s.opts.RequestTime {
-		return biased(req.Now), nil
+		return bias(req.Now), nil
 	}
 	now, err := s.now(ctx, req.Now)
 	if err != nil {
-		return "", err
+		return 0, err
 	}
-	return strconv.FormatInt(now, 10), nil
+	if now < 0 {
+		return 0, fmt.Errorf("redis: instant %d is before the shared clock's epoch", req.Now)
+	}
+	return uint64(now), nil
 }
 
 var maxReplays = strconv.Itoa(store.MaxReplays)
@@ -175,7 +180,11 @@ func fingerprint(items []store.Item) string {
 // item appends an item's arguments.
 func (s *Store) item(args []string, it *store.Item, now int64) []string {
 	v := s.versions.get(it.Version, s.pid)
-	at := offset(now, it.Version.ActiveAt)
-	ver := strconv.FormatInt(it.Revision, 10) + v.params
-	return append(args, strconv.FormatInt(it.Cost, 10), at, ver+v.tail, ver, v.fast, v.mode, v.chain)
+	return v.block(args, strconv.FormatInt(it.Cost, 10), offset(now, it.Version.ActiveAt), it.Revision)
+}
+
+// block appends an item's arguments under v at revision rev.
+func (v *versionArgs) block(args []string, cost, at string, rev int64) []string {
+	ver := strconv.FormatInt(rev, 10) + v.params
+	return append(args, cost, at, ver+v.tail, ver, v.fast, v.mode, v.chain)
 }

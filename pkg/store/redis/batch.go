@@ -75,6 +75,7 @@ type batcher struct {
 // queued is one request's call, queued or in a batch.
 type queued struct {
 	keys, args []string
+	compact    *compactCall // when set, the call (args unused)
 	deadline   time.Time
 	done       chan struct{}
 	reply      []rueidis.RedisMessage
@@ -95,9 +96,9 @@ func newBatcher(s *Store, o BatchOptions) *batcher {
 // whose context ends returns then, while its call may still be answered:
 // on errLate the call is out and queued.done closes when its answer (or
 // the end of the wait for it) is in.
-func (b *batcher) do(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, *queued, error) {
+func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) ([]rueidis.RedisMessage, *queued, error) {
 	dl, _ := ctx.Deadline()
-	w := &queued{keys: keys, args: args, deadline: dl, done: make(chan struct{})}
+	w := &queued{keys: keys, args: args, compact: c, deadline: dl, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.inFlight < b.opts.MaxInFlight {
 		b.inFlight++
@@ -185,50 +186,77 @@ func (b *batcher) send(batch []*queued) {
 	}()
 	ctx, cancel := context.WithDeadline(context.Background(), dl.Add(lateWait))
 	defer cancel()
-	if len(batch) == 1 {
+	if len(batch) == 1 && batch[0].compact == nil {
 		w := batch[0]
 		w.reply, w.err = b.s.call(ctx, w.keys, w.args)
 		close(w.done)
 		return
 	}
-	b.s.metrics.batches.Inc()
-	b.s.metrics.batched.Add(float64(len(batch)))
+	if len(batch) > 1 {
+		b.s.metrics.batches.Inc()
+		b.s.metrics.batched.Add(float64(len(batch)))
+	}
+	b.s.callBatch(ctx, batch)
+	for _, w := range batch {
+		close(w.done)
+	}
+}
+
+// callBatch runs batch's calls as one and gives each its reply or error.
+func (s *Store) callBatch(ctx context.Context, batch []*queued) {
 	keys, args := batchArgs(batch)
-	msgs, err := b.s.call(ctx, keys, args)
+	msgs, err := s.call(ctx, keys, args)
 	if err == nil && len(msgs) != len(batch) {
 		err = fmt.Errorf("redis: batch of %d calls answered %d replies", len(batch), len(msgs))
 	}
 	for i, w := range batch {
 		if err != nil {
 			w.err = err
-		} else {
-			// A call's error reply (its own, caught by the script) fails
-			// that call only.
-			if w.reply, w.err = msgs[i].ToArray(); w.err != nil {
-				w.err = fmt.Errorf("redis: %w", w.err)
-			}
+			continue
 		}
-		close(w.done)
+		// A call's error reply (its own, caught by the script) fails that
+		// call only.
+		if w.reply, w.err = msgs[i].ToArray(); w.err != nil {
+			w.err = fmt.Errorf("redis: %w", w.err)
+		}
 	}
 }
 
 // batchArgs lays out a batch's calls as one (contract.go: batch
-// arguments): their keys concatenated, and their arguments after the
-// batch header of each call's key and argument counts.
+// arguments): their keys concatenated, and after the batch header, the
+// compact calls' contexts and versions, each call's key and argument
+// counts, and each call's arguments.
 func batchArgs(batch []*queued) (keys, args []string) {
-	nk, na := 0, batchHead+2*len(batch)
-	for _, w := range batch {
+	var t batchTables
+	packed := make([]string, len(batch))
+	nk, na := 0, 0
+	for i, w := range batch {
 		nk += len(w.keys)
-		na += len(w.args)
+		if w.compact != nil {
+			packed[i] = w.compact.pack(&t)
+			na++
+		} else {
+			na += len(w.args)
+		}
 	}
-	keys, args = make([]string, 0, nk), make([]string, 0, na)
-	args = append(args, opBatch, strconv.Itoa(len(batch)))
+	keys = make([]string, 0, nk)
+	args = make([]string, 0, batchHead+headerArgs*len(t.stores)+itemArgs*len(t.versions)+2*len(batch)+na)
+	args = append(args, opBatch, strconv.Itoa(len(batch)), strconv.Itoa(len(t.stores)), strconv.Itoa(len(t.versions)))
+	args = t.appendTables(args)
 	for _, w := range batch {
 		keys = append(keys, w.keys...)
-		args = append(args, strconv.Itoa(len(w.keys)), strconv.Itoa(len(w.args)))
+		n := len(w.args)
+		if w.compact != nil {
+			n = 1
+		}
+		args = append(args, strconv.Itoa(len(w.keys)), strconv.Itoa(n))
 	}
-	for _, w := range batch {
-		args = append(args, w.args...)
+	for i, w := range batch {
+		if w.compact != nil {
+			args = append(args, packed[i])
+		} else {
+			args = append(args, w.args...)
+		}
 	}
 	return keys, args
 }

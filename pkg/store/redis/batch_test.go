@@ -97,7 +97,7 @@ func TestBatchCallErrorsStayTheirs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys, args := s.decideArgs(req, []string{tag(key)}, now)
+		keys, args := s.decideArgs(req, []string{tag(key)}, strconv.FormatUint(now, 10))
 		return &queued{keys: keys, args: args, done: make(chan struct{})}
 	}
 	unknownOp := good("k")

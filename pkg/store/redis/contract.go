@@ -68,12 +68,29 @@ const (
 )
 
 // A batch (batch.go) is several calls as one: its arguments are opBatch,
-// the number of calls, each call's key and argument counts (two
-// arguments per call), then each call's arguments; its keys are the
-// calls' keys in order. Its reply is each call's reply, in order.
+// the number of calls, of contexts and of versions (batchHead), then each
+// context (headerArgs each: a call's header with its per-call fields
+// empty, so that its store's constants are sent once), each version
+// (itemArgs each: an item's block with itemCost empty and itemAt the
+// version's activation on the script's clock, a signed decimal), each
+// call's key and argument counts (two arguments per call), then each
+// call's arguments; its keys are the calls' keys in order. Its reply is
+// each call's reply, in order.
+//
+// A call of one argument is compact (compact.go): a decide without a
+// request id, packed as callFormat (its context, its instant h*10^9 + l,
+// its floor h*10^9 + l or h = -1 for none, its number of items, 1 when
+// its keys are distinct), then callItemFormat per item (its version,
+// its cost). Contexts and versions count from 1. Every other call is
+// laid out as alone.
 const (
-	argBatchCalls = 2
-	batchHead     = 2
+	argBatchCalls    = 2
+	argBatchContexts = 3
+	argBatchVersions = 4
+	batchHead        = 4
+
+	callFormat     = "<ddddddd"
+	callItemFormat = "<dd"
 )
 
 // Operations and request id modes.
@@ -169,7 +186,8 @@ var luaContract = func() string {
 		{"FAST_FORMAT", fastFormat}, {"REC_FORMAT", recFormat}, {"REC_BYTES", 8 * recNumbers}, {"REC_BALANCE_FORMAT", recBalanceFormat},
 		{"SETTLE_UNITS", settleUnits}, {"SETTLE_PER", settlePer}, {"SETTLE_NEW", settleNew}, {"SETTLE_ARGS", settleArgs},
 		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle}, {"OP_BATCH", opBatch},
-		{"ARG_BATCH_CALLS", argBatchCalls}, {"BATCH_HEAD", batchHead},
+		{"ARG_BATCH_CALLS", argBatchCalls}, {"ARG_BATCH_CONTEXTS", argBatchContexts}, {"ARG_BATCH_VERSIONS", argBatchVersions},
+		{"BATCH_HEAD", batchHead}, {"CALL_FORMAT", callFormat}, {"CALL_ITEM_FORMAT", callItemFormat},
 		{"ID_NONE", idNone}, {"ID_LAST", idLast}, {"ID_RELEASE", idRelease},
 		{"KIND_DECIDED", kindDecided}, {"KIND_REPLAY", kindReplay}, {"KIND_PENDING", kindPending},
 		{"FLAG_ALLOWED", flagAllowed}, {"FLAG_NEVER", flagNever}, {"FLAG_SNAPSHOT", flagSnapshot},

@@ -18,7 +18,8 @@
 // a SETRANGE of the balance, which keeps the TTL, a new or converted bucket
 // one SET that carries its TTL. Concurrent requests of one replica share a
 // call (batch.go), each decided on its own as if alone, with one MGET for
-// the whole batch.
+// the whole batch; a decide without a request id goes as one packed
+// argument (compact.go), its versions once per batch.
 //
 // # Exact arithmetic in Lua
 //

@@ -22,14 +22,16 @@ var (
 	luaLean string
 	//go:embed lua/ops.lua
 	luaOps string
+	//go:embed lua/batch.lua
+	luaBatch string
 )
 
 // script is the code every call runs: the contract generated from
 // contract.go, then the files, concatenated (each defines locals the next
 // uses): bignums, the bucket arithmetic on them, the same on plain
-// numbers, the codec, the lean path of the usual decision, and the
-// operations with their one entry, main.
-var script = newScript(luaContract, luaBignum, luaBucket, luaFast, luaCodec, luaLean, luaOps)
+// numbers, the codec, the operations, the lean path of the usual
+// decision, and batches with the one entry, main.
+var script = newScript(luaContract, luaBignum, luaBucket, luaFast, luaCodec, luaOps, luaLean, luaBatch)
 
 // luaScript is that code in two forms. As a Redis function library
 // (Redis 7 and Valkey: FUNCTION LOAD once, then FCALL), its definitions

@@ -275,10 +275,11 @@ func validate(req *store.Request, results []store.Result) error {
 }
 
 func (s *Store) decide(ctx context.Context, req *store.Request, results []store.Result, raw [][16]byte) (store.Outcome, error) {
-	now, err := s.instant(ctx, req)
+	at, err := s.instant(ctx, req)
 	if err != nil {
 		return store.Outcome{}, err
 	}
+	now := strconv.FormatUint(at, 10)
 	tags := make([]string, len(req.Items))
 	for i := range raw {
 		tags[i] = hex.EncodeToString(raw[i][:])
@@ -293,15 +294,26 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 			return out, err
 		}
 	}
-	keys, args := s.decideArgs(req, tags, now)
+	var keys, args []string
+	c := s.compactDecide(req, raw, at)
+	if c != nil {
+		keys = s.bucketKeys(tags, 0)
+	} else {
+		keys, args = s.decideArgs(req, tags, now)
+	}
 	var msgs []rueidis.RedisMessage
-	if s.batch != nil {
+	switch {
+	case s.batch != nil:
 		var w *queued
-		msgs, w, err = s.batch.do(ctx, keys, args)
+		msgs, w, err = s.batch.do(ctx, keys, args, c)
 		if errors.Is(err, errLate) {
 			err = s.ambiguous(err, w, req, raw, keys, now)
 		}
-	} else {
+	case c != nil:
+		w := &queued{keys: keys, compact: c}
+		s.callBatch(ctx, []*queued{w})
+		msgs, err = w.reply, w.err
+	default:
 		msgs, err = s.call(ctx, keys, args)
 	}
 	if err != nil {
@@ -334,10 +346,7 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 // decideArgs are the keys and arguments of a request's decide call at
 // the script's instant now; tags are its buckets' hash tags in hex.
 func (s *Store) decideArgs(req *store.Request, tags []string, now string) (keys, args []string) {
-	keys = make([]string, len(req.Items), len(req.Items)+1)
-	for i, t := range tags {
-		keys[i] = s.bucketKey(t)
-	}
+	keys = s.bucketKeys(tags, 1)
 	idMode, fp := idNone, ""
 	if req.ID != "" {
 		idMode, fp = idLast, fingerprint(req.Items)
@@ -348,6 +357,16 @@ func (s *Store) decideArgs(req *store.Request, tags []string, now string) (keys,
 		args = s.item(args, &req.Items[i], req.Now)
 	}
 	return keys, args
+}
+
+// bucketKeys are the keys of buckets with hash tags tags, with room for
+// extra more.
+func (s *Store) bucketKeys(tags []string, extra int) []string {
+	keys := make([]string, len(tags), len(tags)+extra)
+	for i, t := range tags {
+		keys[i] = s.bucketKey(t)
+	}
+	return keys
 }
 
 // decodeReply decodes a reply and raises forgot.

@@ -67,10 +67,10 @@ end
 
 -- fpack is a plain-number state's record numbers: tokens, fraction (h,
 -- l), cursor (h, l).
-local function fpack(s)
-  local fh, fl = fdiv(s.f, 1e9)
-  local ah, al = fastabs(s.a)
-  return s.t, fh, fl, ah, al
+local function fpack(t, f, a)
+  local fh, fl = fdiv(f, 1e9)
+  local ah, al = fastabs(a)
+  return t, fh, fl, ah, al
 end
 
 -- renewpx is the PX a bucket's key is written with when it must be full

@@ -31,43 +31,45 @@ local function fms(ns)
   return q
 end
 
-local function frefill(p, s)
-  if s.a >= 0 then return s end
-  if s.t >= p.c then return {t = p.c, f = 0, a = 0} end
-  local room = (p.c - s.t) * p.p
-  local g = -s.a * p.n
-  if g >= room then return {t = p.c, f = 0, a = 0} end
-  g = g + s.f
-  if g >= room then return {t = p.c, f = 0, a = 0} end
-  if g < p.p then return {t = s.t, f = g, a = 0} end
+-- A state is passed as its three numbers t, f, a (no table per step).
+local function frefill(p, t, f, a)
+  if a >= 0 then return t, f, a end
+  if t >= p.c then return p.c, 0, 0 end
+  local room = (p.c - t) * p.p
+  local g = -a * p.n
+  if g >= room then return p.c, 0, 0 end
+  g = g + f
+  if g >= room then return p.c, 0, 0 end
+  if g < p.p then return t, g, 0 end
   local q, r = fdiv(g, p.p)
-  return {t = s.t + q, f = r, a = 0}
+  return t + q, r, 0
 end
 
--- funtil: ns until s holds want tokens, from its cursor, then from now.
-local function funtil(p, s, want)
-  if s.t >= want then return 0 end
-  local q, r = fdiv((want - s.t) * p.p - s.f, p.n)
+-- funtil: ns until the state holds want tokens, from its cursor, then
+-- from now.
+local function funtil(p, t, f, a, want)
+  if t >= want then return 0 end
+  local q, r = fdiv((want - t) * p.p - f, p.n)
   if r > 0 then q = q + 1 end
-  if s.a > 0 then q = q + s.a end
+  if a > 0 then q = q + a end
   return q
 end
 
-local function funtilfull(p, s) return funtil(p, s, p.c) end
+local function funtilfull(p, t, f, a) return funtil(p, t, f, a, p.c) end
 
--- fdecide mirrors bucket.Params.Decide: the new state, allowed, never,
--- remaining, retry.
-local function fdecide(p, s, cost)
-  if cost > p.c then return s, false, true, frefill(p, s).t, 0 end
-  s = frefill(p, s)
+-- fdecide mirrors bucket.Params.Decide: the new state (t, f, a), allowed,
+-- never, remaining, retry.
+local function fdecide(p, t, f, a, cost)
+  if cost > p.c then
+    local rt = frefill(p, t, f, a)
+    return t, f, a, false, true, rt, 0
+  end
+  t, f, a = frefill(p, t, f, a)
   if cost <= 0 then
-    local t = s.t - cost
-    if cost < -p.c or t >= p.c then return {t = p.c, f = 0, a = s.a}, true, false, p.c, 0 end
-    return {t = t, f = s.f, a = s.a}, true, false, t, 0
+    local left = t - cost
+    if cost < -p.c or left >= p.c then return p.c, 0, a, true, false, p.c, 0 end
+    return left, f, a, true, false, left, 0
   end
-  if s.t >= cost then
-    local t = s.t - cost
-    return {t = t, f = s.f, a = s.a}, true, false, t, 0
-  end
-  return s, false, false, s.t, funtil(p, s, cost)
+  if t >= cost then return t - cost, f, a, true, false, t - cost, 0 end
+  return t, f, a, false, false, t, funtil(p, t, f, a, cost)
 end

@@ -1,104 +1,109 @@
--- lean: the usual decide, with no per-bucket work tables: every item's
--- bucket stored under the item's version (by this process or another), decided in plain numbers,
--- its key not repeated in the request, and no request id. decideop takes
--- it when it applies (leanload), the general path (run, answer, put)
--- otherwise; the two answer and write the same, byte for byte: each step
--- below names the general step it stands for.
+-- lean: the usual decide, on a compact call of a batch (contract.go,
+-- compact.go): every item's bucket stored under the item's version (by
+-- this process or another), decided in plain numbers, its keys distinct,
+-- no request id. compactcall (batch.lua) takes it when it applies
+-- (leanload), and otherwise lays the call out as alone for the general
+-- path; the two answer and write the same, byte for byte: each step below
+-- names the general step it stands for.
+
+-- The batch's arguments (BARGS), the offset before its first version's
+-- block (VBASE), and each version's parameters in plain numbers, or
+-- false (BFAST): set once per batch.
+local BARGS, VBASE, BFAST
 
 -- Per item, leanload keeps LEAN_FIELDS values in one flat array: params,
--- loaded state (refilled to now), the record's key expiry and version
--- activation (h, l), and the record itself.
-local LEAN_FIELDS = 6
+-- the loaded state refilled to now (t, f, a), the record's key expiry
+-- and version activation (h, l), the record itself and the cost.
+local LEAN_FIELDS = 9
 
 -- leansame reports whether a bucket's record rec needs no conversion to
--- item b's version (load): its identity is the item's, or another
--- process's at the same revision and parameters. The identity is compared
--- in place, without cutting it out of the record.
-local function leansame(rec, b)
-  local at, id = REC_BYTES + 1, ARGV[b + ITEM_ID]
+-- the version of identity id and version string ver (load): its identity
+-- is id, or another process's at the same revision and parameters. The
+-- identity is compared in place, without cutting it out of the record.
+local function leansame(rec, id, ver)
+  local at = REC_BYTES + 1
   if #rec == REC_BYTES + #id and string.find(rec, id, at, true) == at then return true end
-  local ver = ARGV[b + ITEM_VERSION]
   return string.find(rec, ver, at, true) == at and string.find(rec, PID, at + #ver, true) ~= at + #ver
 end
 
--- leanload reads the request's records into v, or reports that the lean
--- path does not apply.
-local function leanload(recs, v)
-  if IDMODE ~= ID_NONE or OP ~= OP_DECIDE then return false end
-  for i = 1, NITEMS do
-    local rec, b = recs[i], HEADER_ARGS + (i - 1) * ITEM_ARGS
-    local fp = ARGV[b + ITEM_FAST]
-    if not rec or fp == '' or not leansame(rec, b) then return false end
-    for j = 1, i - 1 do
-      if KEYS[j] == KEYS[i] then return false end
-    end
+-- leanload reads a call's n items (packed in s from pos, their keys and
+-- records at ko + 1 in the batch's) into v, or reports that the lean path
+-- does not apply.
+local function leanload(keys, ko, n, s, pos, v)
+  for i = 1, n do
+    local vi, cost
+    vi, cost, pos = struct.unpack(CALL_ITEM_FORMAT, s, pos)
+    local rec, p = BATCH_RECS[ko + i], BFAST[vi]
+    if not rec or not p or BATCH_TOUCHED[keys[ko + i]] then return false end
+    local vo = VBASE + (vi - 1) * ITEM_ARGS
+    if not leansame(rec, BARGS[vo + ITEM_ID], BARGS[vo + ITEM_VERSION]) then return false end
     local t, fh, fl, ah, al, vh, vl, exp = struct.unpack(REC_FORMAT, rec)
     local a = fastrel(ah, al)
     if not a then return false end
-    local c, n, per = struct.unpack(FAST_FORMAT, fp)
-    local p = {c = c, n = n, p = per}
     local k = (i - 1) * LEAN_FIELDS
-    v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5], v[k + 6] = p, frefill(p, {t = t, f = fh * 1e9 + fl, a = a}), exp, vh, vl, rec
+    local rt, rf, ra = frefill(p, t, fh * 1e9 + fl, a)
+    v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5] = p, rt, rf, ra, exp
+    v[k + 6], v[k + 7], v[k + 8], v[k + 9] = vh, vl, rec, cost
   end
   return true
 end
 
--- leanwrite writes item i's balance st, full in ns (put). Only the
--- balance changes: the rest of the record (version, activation, expiry,
--- identity) is already stored, so the write is a SETRANGE of the balance,
--- which keeps the TTL, unless the TTL must grow (by tol ms, the
--- tolerance).
-local function leanwrite(i, st, ns, v, tol)
-  local k = (i - 1) * LEAN_FIELDS
-  local t, fh, fl, ah, al = fpack(st)
+-- leanwrite writes item k's (its offset in v) balance t, f, a, full in
+-- ns (put). Only the balance changes: the rest of the record (version,
+-- activation, expiry, identity) is already stored, so the write is a
+-- SETRANGE of the balance, which keeps the TTL, unless the TTL must grow
+-- (by tol ms, the tolerance).
+local function leanwrite(key, t, f, a, ns, v, k, tol)
+  local fh, fl, ah, al
+  t, fh, fl, ah, al = fpack(t, f, a)
   if EXPIRE then
     if ns == 0 then
-      redis.call('DEL', KEYS[i])
+      redis.call('DEL', key)
       return
     end
-    local px = renewpx(fms(ns), tol, v[k + 3])
+    local px = renewpx(fms(ns), tol, v[k + 5])
     if px then
-      local ident = string.sub(v[k + 6], REC_BYTES + 1)
-      redis.call('SET', KEYS[i], writerec(t, fh, fl, ah, al, v[k + 4], v[k + 5], nowms() + px, ident), 'PX', px)
+      local ident = string.sub(v[k + 8], REC_BYTES + 1)
+      redis.call('SET', key, writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident), 'PX', px)
       return
     end
   end
-  redis.call('SETRANGE', KEYS[i], 0, struct.pack(REC_BALANCE_FORMAT, t, fh, fl, ah, al))
+  redis.call('SETRANGE', key, '0', struct.pack(REC_BALANCE_FORMAT, t, fh, fl, ah, al))
 end
 
--- leandecide decides the loaded items (run, answer and put of decideop).
-local function leandecide(v)
-  local reply, allowed = {}, true
-  local after = {}
-  for i = 1, NITEMS do
-    local k, b = (i - 1) * LEAN_FIELDS, HEADER_ARGS + (i - 1) * ITEM_ARGS
-    local p, s = v[k + 1], v[k + 2]
-    local cur, ok, never, rem, retry = fdecide(p, s, tonumber(ARGV[b + ITEM_COST]))
-    after[i] = cur
+-- leandecide decides the n loaded items (run, answer and put of
+-- decideop); their keys are at ko + 1.
+local function leandecide(keys, ko, n, v, tol)
+  local reply, allowed, after = {}, true, {}
+  for i = 1, n do
+    local k = (i - 1) * LEAN_FIELDS
+    local t, f, a, ok, never, rem, retry = fdecide(v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 9])
+    local j = 3 * i
+    after[j - 2], after[j - 1], after[j] = t, f, a
     allowed = allowed and ok
-    local f = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
+    local r = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
     local flags = 0
     if ok then flags = FLAG_ALLOWED end
     if never then flags = flags + FLAG_NEVER end
-    reply[f + REPLY_FLAGS], reply[f + REPLY_REMAINING], reply[f + REPLY_RETRY] = flags, rem, retry
+    reply[r + REPLY_FLAGS], reply[r + REPLY_REMAINING], reply[r + REPLY_RETRY] = flags, rem, retry
   end
-  local tol = tonumber(ARGV[ARG_TOLERANCE])
-  for i = 1, NITEMS do
-    local k, b = (i - 1) * LEAN_FIELDS, HEADER_ARGS + (i - 1) * ITEM_ARGS
-    local p, s = v[k + 1], v[k + 2]
-    local f = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
+  for i = 1, n do
+    local k, r, j = (i - 1) * LEAN_FIELDS, REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS, 3 * i
+    local p, key = v[k + 1], keys[ko + i]
     if allowed then
-      local reset = funtilfull(p, after[i])
-      reply[f + REPLY_RESET], reply[f + REPLY_EXTRA1], reply[f + REPLY_EXTRA2] = reset, 0, 0
+      local t, f, a = after[j - 2], after[j - 1], after[j]
+      local reset = funtilfull(p, t, f, a)
+      reply[r + REPLY_RESET], reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = reset, 0, 0
       -- A check (cost 0) leaves the stored bucket as it was, but for the
       -- refill that the record's cursor gives anyway.
-      if not EXPIRE or ARGV[b + ITEM_COST] ~= '0' then leanwrite(i, after[i], reset, v, tol) end
+      if not EXPIRE or v[k + 9] ~= 0 then leanwrite(key, t, f, a, reset, v, k, tol) end
     else
-      local reset = funtilfull(p, s)
-      reply[f + REPLY_FLAGS] = reply[f + REPLY_FLAGS] + FLAG_SNAPSHOT
-      reply[f + REPLY_REMAINING], reply[f + REPLY_RESET] = s.t, reset
-      reply[f + REPLY_EXTRA1], reply[f + REPLY_EXTRA2] = s.f, s.a
-      if not EXPIRE then leanwrite(i, s, reset, v, tol) end
+      local t, f, a = v[k + 2], v[k + 3], v[k + 4]
+      local reset = funtilfull(p, t, f, a)
+      reply[r + REPLY_FLAGS] = reply[r + REPLY_FLAGS] + FLAG_SNAPSHOT
+      reply[r + REPLY_REMAINING], reply[r + REPLY_RESET] = t, reset
+      reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = f, a
+      if not EXPIRE then leanwrite(key, t, f, a, reset, v, k, tol) end
     end
   end
   reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, 0

@@ -10,13 +10,16 @@ end
 -- a bucket's engine is chosen when it is loaded. pack gives a state's
 -- record numbers: tokens, fraction (h, l), cursor (h, l).
 local FAST = {
-  decide = fdecide,
-  untilfull = funtilfull,
+  decide = function(p, s, cost)
+    local t, f, a, ok, never, rem, retry = fdecide(p, s.t, s.f, s.a, cost)
+    return {t = t, f = f, a = a}, ok, never, rem, retry
+  end,
+  untilfull = function(p, s) return funtilfull(p, s.t, s.f, s.a) end,
   cost = tonumber,
   out = function(x) return x end,
   full = function(p, s) return s.t >= p.c end,
   zero = function(x) return x == 0 end,
-  pack = fpack,
+  pack = function(s) return fpack(s.t, s.f, s.a) end,
   cursor = function(s) return hldec(fastabs(s.a)) end,
   ms = fms,
 }
@@ -140,7 +143,10 @@ local function load(b, rec, big)
   end
   local p = not big and fastparams(b)
   local a = p and fastrel(ah, al)
-  if a then return work(FAST, p, frefill(p, {t = t, f = fh * 1e9 + fl, a = a}), ident, vh, vl, exp, false, false) end
+  if a then
+    local rt, rf, ra = frefill(p, t, fh * 1e9 + fl, a)
+    return work(FAST, p, {t = rt, f = rf, a = ra}, ident, vh, vl, exp, false, false)
+  end
   local _, c, n, per = readid(ident)
   local bp = bigparams(c, n, per)
   return work(BIG, bp, refill(bp, bigstate(t, fh, fl, ah, al), nowbig()), ident, vh, vl, exp, false, false)
@@ -320,8 +326,6 @@ local function decideop(reserve)
   local replay, keep = claim()
   if replay then return replay end
   local recs = records()
-  local lean = {}
-  if leanload(recs, lean) then return leandecide(lean) end
   local allowed, order, res = run(reserve, recs)
   local reply = {}
   reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, keep and 1 or 0
@@ -388,30 +392,4 @@ local function one(keys, args)
   if OP == OP_RESERVE then return decideop(true) end
   if OP == OP_SETTLE then return settleop() end
   return redis.error_reply('tokengate: unknown operation ' .. tostring(OP))
-end
-
--- batchop runs a batch's calls (contract.go) one after another, each as
--- if alone and under pcall, so that one call's error fails only that
--- call, and answers their replies in order.
-local function batchop(keys, args)
-  local m = tonumber(args[ARG_BATCH_CALLS])
-  local out, ko, ao = {}, 0, BATCH_HEAD + 2 * m
-  BATCH_RECS, BATCH_TOUCHED = redis.call('MGET', unpack(keys)), {}
-  for j = 1, m do
-    local nk, na = tonumber(args[BATCH_HEAD + 2 * j - 1]), tonumber(args[BATCH_HEAD + 2 * j])
-    BATCH_BASE = ko
-    local ok, r = pcall(one, {unpack(keys, ko + 1, ko + nk)}, {unpack(args, ao + 1, ao + na)})
-    if not ok and not (type(r) == 'table' and r.err) then r = redis.error_reply(tostring(r)) end
-    out[j] = r
-    for k = ko + 1, ko + nk do BATCH_TOUCHED[keys[k]] = true end
-    ko, ao = ko + nk, ao + na
-  end
-  return out
-end
-
--- main is the one entry point: a batch, or one call.
-local function main(keys, args)
-  BATCH_RECS = nil
-  if args[ARG_OP] == OP_BATCH then return batchop(keys, args) end
-  return one(keys, args)
 end

@@ -1,0 +1,182 @@
+package redis
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+
+	"github.com/tokengate/tokengate/pkg/store"
+)
+
+// Compact calls. A decide without a request id (the usual call) goes to
+// Redis as one packed argument: its instant, floor and items as doubles,
+// each item naming its version by number. Its store's constants (a
+// context) and its versions' arguments go once per batch, however many
+// calls use them (contract.go: batch arguments). Redis turns every
+// argument into a Lua string, and a call laid out alone has 12 header
+// arguments and 7 per item: most of a one-bucket decision's cost in the
+// script. The lean path (lua/lean.lua) decides from the packed argument;
+// any other case lays the call out as alone, in the script, and takes the
+// general path, which answers the same.
+
+// compactItem is one item of a compact call.
+type compactItem struct {
+	v    *versionArgs
+	rev  int64
+	cost int64
+}
+
+// compactCall is a decide call to be packed when its batch is sent.
+type compactCall struct {
+	s        *Store
+	now      uint64 // the script's instant
+	floor    uint64
+	hasFloor bool
+	distinct bool // no two items share a bucket
+	items    []compactItem
+}
+
+// maxExact bounds the values a double holds exactly.
+const maxExact = 1 << 53
+
+// compactDecide is req's decide call at the script's instant now in
+// compact form, or nil when it cannot take one: a request id, a cost a
+// double does not hold exactly, or an activation the script's clock
+// cannot hold.
+func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *compactCall {
+	if req.ID != "" {
+		return nil
+	}
+	c := &compactCall{s: s, now: now, distinct: distinct(raw), items: make([]compactItem, len(req.Items))}
+	for i := range req.Items {
+		it := &req.Items[i]
+		if it.Cost >= maxExact || it.Cost <= -maxExact {
+			return nil
+		}
+		v := s.versions.get(it.Version, s.pid)
+		if _, ok := s.scriptInstant(v.activeAt); !ok {
+			return nil
+		}
+		c.items[i] = compactItem{v: v, rev: it.Revision, cost: it.Cost}
+	}
+	if s.opts.RequestTime {
+		if f := s.forgot.Load(); f != minInt64 {
+			c.floor, c.hasFloor = bias(f), true
+		}
+	}
+	return c
+}
+
+// distinct reports whether no two tags are equal.
+func distinct(tags [][16]byte) bool {
+	if len(tags) > 16 {
+		seen := make(map[[16]byte]struct{}, len(tags))
+		for _, t := range tags {
+			if _, dup := seen[t]; dup {
+				return false
+			}
+			seen[t] = struct{}{}
+		}
+		return true
+	}
+	for i := range tags {
+		for j := range i {
+			if tags[i] == tags[j] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// scriptInstant is instant x of this process's clock on the script's
+// clock, as a signed decimal: biased with RequestTime, else on the shared
+// clock (clock.go); false when that overflows.
+func (s *Store) scriptInstant(x int64) (string, bool) {
+	if s.opts.RequestTime {
+		return biased(x), true
+	}
+	off := s.clock.offset.Load()
+	y := x + off
+	if off > 0 && y < x || off < 0 && y > x {
+		return "", false
+	}
+	return strconv.FormatInt(y, 10), true
+}
+
+// batchTables numbers the contexts (stores) and versions of a batch's
+// compact calls, in order of first use.
+type batchTables struct {
+	stores   []*Store
+	versions []batchVersion
+}
+
+type batchVersion struct {
+	s   *Store
+	v   *versionArgs
+	rev int64
+}
+
+func (t *batchTables) store(s *Store) int {
+	for i, x := range t.stores {
+		if x == s {
+			return i + 1
+		}
+	}
+	t.stores = append(t.stores, s)
+	return len(t.stores)
+}
+
+func (t *batchTables) version(s *Store, v *versionArgs, rev int64) int {
+	for i, x := range t.versions {
+		if x.v == v && x.rev == rev {
+			return i + 1
+		}
+	}
+	t.versions = append(t.versions, batchVersion{s, v, rev})
+	return len(t.versions)
+}
+
+// pack is c's one argument (contract.go: callFormat, callItemFormat),
+// numbering its context and versions in t.
+func (c *compactCall) pack(t *batchTables) string {
+	b := make([]byte, 0, 8*(7+2*len(c.items)))
+	put := func(x float64) { b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x)) }
+	put(float64(t.store(c.s)))
+	put(float64(c.now / 1e9))
+	put(float64(c.now % 1e9))
+	if c.hasFloor {
+		put(float64(c.floor / 1e9))
+		put(float64(c.floor % 1e9))
+	} else {
+		put(-1)
+		put(0)
+	}
+	put(float64(len(c.items)))
+	if c.distinct {
+		put(1)
+	} else {
+		put(0)
+	}
+	for _, it := range c.items {
+		put(float64(t.version(c.s, it.v, it.rev)))
+		put(float64(it.cost))
+	}
+	return string(b)
+}
+
+// appendTables appends t's contexts (each store's header, its per-call
+// fields empty) and versions (each an item's block with no cost and its
+// activation on the script's clock).
+func (t *batchTables) appendTables(args []string) []string {
+	for _, s := range t.stores {
+		n := len(args)
+		args = s.header(args, opDecide, "", idNone, 0, "")
+		args[n+argFloor-1], args[n+argItems-1] = "", ""
+	}
+	for _, x := range t.versions {
+		act, _ := x.s.scriptInstant(x.v.activeAt)
+		args = x.v.block(args, "", act, x.rev)
+	}
+	return args
+}

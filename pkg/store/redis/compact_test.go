@@ -1,0 +1,113 @@
+package redis
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/store"
+)
+
+// classicEcho makes the script answer each compact call of a batch with
+// the arguments it lays the call out as alone (batch.lua, classic), in
+// place of running it.
+const classicEcho = `
+compactcall = function(keys, ko, s)
+  local ci, nh, nl, fh, fl, n, _, pos = struct.unpack(CALL_FORMAT, s)
+  return classic(BATCH_HEAD + (ci - 1) * HEADER_ARGS, nh, nl, fh, fl, n, s, pos)
+end`
+
+// TestCompactRoundTrip: a compact call, laid out as alone by the script,
+// is exactly the call the store lays out alone (decideArgs), for random
+// requests: costs, revisions, versions with earlier ones, activations
+// before and after the request's instant, the shared clock or the
+// request's own with a floor; and batches that mix calls of two stores.
+func TestCompactRoundTrip(t *testing.T) {
+	orig := script
+	script = newScript(luaContract, luaBignum, luaBucket, luaFast, luaCodec, luaOps, luaLean, luaBatch, classicEcho)
+	defer func() { script = orig }()
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	shared := newStore(t, c, Options{DenyCacheBytes: -1})
+	own := newStore(t, c, Options{RequestTime: true, DenyCacheBytes: -1})
+	ctx := context.Background()
+	rapid.Check(t, func(rt *rapid.T) {
+		var batch []*queued
+		var want [][]string
+		for range rapid.IntRange(1, 4).Draw(rt, "calls") {
+			s := shared
+			if rapid.Bool().Draw(rt, "own") {
+				s = own
+				own.forgot.Store(minInt64)
+				if rapid.Bool().Draw(rt, "floor") {
+					own.forgot.Store(rapid.Int64().Draw(rt, "forgot"))
+				}
+			}
+			// The shared clock counts from the epoch of the Redis host's.
+			lo := -shared.clock.offset.Load()
+			if s == own {
+				lo = -1 << 62
+			}
+			now := rapid.Int64Range(lo, 1<<62).Draw(rt, "now")
+			req := &store.Request{Now: now}
+			for i := range rapid.IntRange(1, 5).Draw(rt, "items") {
+				p, err := bucket.NewParams(rapid.Int64Range(1, math.MaxInt64).Draw(rt, "cap"),
+					mustRate(rt, rapid.Int64Range(1, 1<<40).Draw(rt, "n"), time.Duration(rapid.Int64Range(1, 1<<50).Draw(rt, "per"))))
+				if err != nil {
+					rt.Skip(err)
+				}
+				v := bucket.NewVersion(uint64(i+1), p, now-rapid.Int64Range(-1<<40, 1<<61).Draw(rt, "age"))
+				if rapid.Bool().Draw(rt, "next") {
+					v = v.Next(uint64(i+10), p, v.ActiveAt+rapid.Int64Range(-1<<30, 1<<30).Draw(rt, "step"), bucket.Scale)
+				}
+				key := "k" + strconv.Itoa(rapid.IntRange(0, 3).Draw(rt, "key"))
+				req.Items = append(req.Items, store.Item{Key: key, Version: v, Revision: rapid.Int64Range(0, math.MaxInt64).Draw(rt, "rev"),
+					Cost: rapid.Int64Range(-maxExact+1, maxExact-1).Draw(rt, "cost")})
+			}
+			at, err := s.instant(ctx, req)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			raw := requestTags(req)
+			tags := make([]string, len(raw))
+			for i := range raw {
+				tags[i] = tag(req.Items[i].Key)
+			}
+			cc := s.compactDecide(req, raw, at)
+			if cc == nil {
+				rt.Fatalf("no compact call for %+v", req)
+			}
+			keys, args := s.decideArgs(req, tags, strconv.FormatUint(at, 10))
+			batch = append(batch, &queued{keys: keys, compact: cc, done: make(chan struct{})})
+			want = append(want, args)
+		}
+		shared.callBatch(ctx, batch)
+		for i, w := range batch {
+			if w.err != nil {
+				rt.Fatalf("call %d: %v", i, w.err)
+			}
+			got := make([]string, len(w.reply))
+			for j := range w.reply {
+				got[j], _ = w.reply[j].ToString()
+			}
+			if !slices.Equal(got, want[i]) {
+				rt.Fatalf("call %d laid out as\n%q\nwant\n%q", i, got, want[i])
+			}
+		}
+	})
+}
+
+func mustRate(rt *rapid.T, n int64, per time.Duration) bucket.Rate {
+	r, err := bucket.NewRate(n, per)
+	if err != nil {
+		rt.Skip(err)
+	}
+	return r
+}
