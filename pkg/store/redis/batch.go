@@ -222,6 +222,23 @@ func (s *Store) callBatch(ctx context.Context, batch []*queued) {
 	}
 }
 
+// touched reports whether seen holds one of keys, and adds them.
+func touched(seen map[string]struct{}, keys []string) bool {
+	if seen == nil {
+		return false
+	}
+	t := false
+	for _, k := range keys {
+		if _, ok := seen[k]; ok {
+			t = true
+		}
+	}
+	for _, k := range keys {
+		seen[k] = struct{}{}
+	}
+	return t
+}
+
 // batchArgs lays out a batch's calls as one (contract.go: batch
 // arguments): their keys concatenated, and after the batch header, the
 // compact calls' contexts and versions, each call's key and argument
@@ -243,13 +260,20 @@ func batchArgs(batch []*queued) (keys, args []string) {
 	args = make([]string, 0, batchHead+headerArgs*len(t.stores)+itemArgs*len(t.versions)+2*len(batch)+na)
 	args = append(args, opBatch, strconv.Itoa(len(batch)), strconv.Itoa(len(t.stores)), strconv.Itoa(len(t.versions)))
 	args = t.appendTables(args)
+	var seen map[string]struct{}
+	if len(batch) > 1 {
+		seen = make(map[string]struct{}, nk)
+	}
 	for _, w := range batch {
 		keys = append(keys, w.keys...)
-		n := len(w.args)
+		n, k := len(w.args), len(w.keys)
 		if w.compact != nil {
 			n = 1
 		}
-		args = append(args, strconv.Itoa(len(w.keys)), strconv.Itoa(n))
+		if touched(seen, w.keys) {
+			k = -k
+		}
+		args = append(args, strconv.Itoa(k), strconv.Itoa(n))
 	}
 	for i, w := range batch {
 		if w.compact != nil {

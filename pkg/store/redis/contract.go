@@ -73,9 +73,11 @@ const (
 // empty, so that its store's constants are sent once), each version
 // (itemArgs each: an item's block with itemCost empty and itemAt the
 // version's activation on the script's clock, a signed decimal), each
-// call's key and argument counts (two arguments per call), then each
-// call's arguments; its keys are the calls' keys in order. Its reply is
-// each call's reply, in order.
+// call's key and argument counts (two arguments per call; the key count
+// is negative when an earlier call of the batch has one of the call's
+// keys, so that the call reads its records itself, not from the batch's
+// MGET), then each call's arguments; its keys are the calls' keys in
+// order. Its reply is each call's reply, in order.
 //
 // A call of one argument is compact (compact.go): a decide without a
 // request id, packed as callFormat (its context, its instant h*10^9 + l,

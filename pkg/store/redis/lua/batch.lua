@@ -44,9 +44,8 @@ local function compactcall(keys, ko, s)
   local co = BATCH_HEAD + (ci - 1) * HEADER_ARGS
   NH, NL, NOWBIG, NOWMS = nh, nl, nil, nil
   EXPIRE, PID = BARGS[co + ARG_EXPIRE] == '1', BARGS[co + ARG_PID]
-  local v = {}
-  if distinct == 1 and leanload(keys, ko, n, s, pos, v) then
-    return leandecide(keys, ko, n, v, tonumber(BARGS[co + ARG_TOLERANCE]))
+  if distinct == 1 and BATCH_FRESH and leanload(ko, n, s, pos) then
+    return leandecide(keys, ko, n, tonumber(BARGS[co + ARG_TOLERANCE]))
   end
   return one({unpack(keys, ko + 1, ko + n)}, classic(co, nh, nl, fh, fl, n, s, pos))
 end
@@ -67,10 +66,11 @@ local function batchop(keys, args)
   end
   local counts = VBASE + nv * ITEM_ARGS
   local out, ko, ao = {}, 0, counts + 2 * m
-  BATCH_RECS, BATCH_TOUCHED = redis.call('MGET', unpack(keys)), {}
+  BATCH_RECS = redis.call('MGET', unpack(keys))
   for j = 1, m do
     local nk, na = tonumber(args[counts + 2 * j - 1]), tonumber(args[counts + 2 * j])
-    BATCH_BASE = ko
+    BATCH_BASE, BATCH_FRESH = ko, nk > 0
+    if nk < 0 then nk = -nk end
     local ok, r
     if na == 1 then
       ok, r = pcall(compactcall, keys, ko, args[ao + 1])
@@ -79,7 +79,6 @@ local function batchop(keys, args)
     end
     if not ok and not (type(r) == 'table' and r.err) then r = redis.error_reply(tostring(r)) end
     out[j] = r
-    for k = ko + 1, ko + nk do BATCH_TOUCHED[keys[k]] = true end
     ko, ao = ko + nk, ao + na
   end
   return out

@@ -11,10 +11,12 @@
 -- false (BFAST): set once per batch.
 local BARGS, VBASE, BFAST
 
--- Per item, leanload keeps LEAN_FIELDS values in one flat array: params,
--- the loaded state refilled to now (t, f, a), the record's key expiry
--- and version activation (h, l), the record itself and the cost.
-local LEAN_FIELDS = 9
+-- Per item, leanload keeps LEAN_FIELDS values in one flat array, LV:
+-- params, the loaded state refilled to now (t, f, a), the record's key
+-- expiry and version activation (h, l), the record itself, the cost, and
+-- the state once decided (t, f, a). LV is kept from call to call, so that
+-- it is not grown anew for each.
+local LEAN_FIELDS, LV = 12, {}
 
 -- leansame reports whether a bucket's record rec needs no conversion to
 -- the version of identity id and version string ver (load): its identity
@@ -26,15 +28,16 @@ local function leansame(rec, id, ver)
   return string.find(rec, ver, at, true) == at and string.find(rec, PID, at + #ver, true) ~= at + #ver
 end
 
--- leanload reads a call's n items (packed in s from pos, their keys and
--- records at ko + 1 in the batch's) into v, or reports that the lean path
--- does not apply.
-local function leanload(keys, ko, n, s, pos, v)
+-- leanload reads a call's n items (packed in s from pos, their
+-- records at ko + 1 in the batch's) into LV, or reports that the lean
+-- path does not apply.
+local function leanload(ko, n, s, pos)
+  local v = LV
   for i = 1, n do
     local vi, cost
     vi, cost, pos = struct.unpack(CALL_ITEM_FORMAT, s, pos)
     local rec, p = BATCH_RECS[ko + i], BFAST[vi]
-    if not rec or not p or BATCH_TOUCHED[keys[ko + i]] then return false end
+    if not rec or not p then return false end
     local vo = VBASE + (vi - 1) * ITEM_ARGS
     if not leansame(rec, BARGS[vo + ITEM_ID], BARGS[vo + ITEM_VERSION]) then return false end
     local t, fh, fl, ah, al, vh, vl, exp = struct.unpack(REC_FORMAT, rec)
@@ -48,13 +51,13 @@ local function leanload(keys, ko, n, s, pos, v)
   return true
 end
 
--- leanwrite writes item k's (its offset in v) balance t, f, a, full in
+-- leanwrite writes item k's (its offset in LV) balance t, f, a, full in
 -- ns (put). Only the balance changes: the rest of the record (version,
 -- activation, expiry, identity) is already stored, so the write is a
 -- SETRANGE of the balance, which keeps the TTL, unless the TTL must grow
 -- (by tol ms, the tolerance).
-local function leanwrite(key, t, f, a, ns, v, k, tol)
-  local fh, fl, ah, al
+local function leanwrite(key, t, f, a, ns, k, tol)
+  local v, fh, fl, ah, al = LV
   t, fh, fl, ah, al = fpack(t, f, a)
   if EXPIRE then
     if ns == 0 then
@@ -73,13 +76,12 @@ end
 
 -- leandecide decides the n loaded items (run, answer and put of
 -- decideop); their keys are at ko + 1.
-local function leandecide(keys, ko, n, v, tol)
-  local reply, allowed, after = {}, true, {}
+local function leandecide(keys, ko, n, tol)
+  local reply, allowed, v = {}, true, LV
   for i = 1, n do
     local k = (i - 1) * LEAN_FIELDS
     local t, f, a, ok, never, rem, retry = fdecide(v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 9])
-    local j = 3 * i
-    after[j - 2], after[j - 1], after[j] = t, f, a
+    v[k + 10], v[k + 11], v[k + 12] = t, f, a
     allowed = allowed and ok
     local r = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
     local flags = 0
@@ -88,22 +90,22 @@ local function leandecide(keys, ko, n, v, tol)
     reply[r + REPLY_FLAGS], reply[r + REPLY_REMAINING], reply[r + REPLY_RETRY] = flags, rem, retry
   end
   for i = 1, n do
-    local k, r, j = (i - 1) * LEAN_FIELDS, REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS, 3 * i
+    local k, r = (i - 1) * LEAN_FIELDS, REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
     local p, key = v[k + 1], keys[ko + i]
     if allowed then
-      local t, f, a = after[j - 2], after[j - 1], after[j]
+      local t, f, a = v[k + 10], v[k + 11], v[k + 12]
       local reset = funtilfull(p, t, f, a)
       reply[r + REPLY_RESET], reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = reset, 0, 0
       -- A check (cost 0) leaves the stored bucket as it was, but for the
       -- refill that the record's cursor gives anyway.
-      if not EXPIRE or v[k + 9] ~= 0 then leanwrite(key, t, f, a, reset, v, k, tol) end
+      if not EXPIRE or v[k + 9] ~= 0 then leanwrite(key, t, f, a, reset, k, tol) end
     else
       local t, f, a = v[k + 2], v[k + 3], v[k + 4]
       local reset = funtilfull(p, t, f, a)
       reply[r + REPLY_FLAGS] = reply[r + REPLY_FLAGS] + FLAG_SNAPSHOT
       reply[r + REPLY_REMAINING], reply[r + REPLY_RESET] = t, reset
       reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = f, a
-      if not EXPIRE then leanwrite(key, t, f, a, reset, v, k, tol) end
+      if not EXPIRE then leanwrite(key, t, f, a, reset, k, tol) end
     end
   end
   reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, 0

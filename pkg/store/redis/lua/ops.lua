@@ -305,17 +305,15 @@ local function settlement(allowed, order)
 end
 
 -- A batch's records are read by one MGET for all its calls (batchop):
--- BATCH_RECS, with this call's first at BATCH_BASE + 1. A call any of
--- whose keys an earlier call of the batch touched reads its own.
-local BATCH_RECS, BATCH_BASE, BATCH_TOUCHED
+-- BATCH_RECS, with this call's first at BATCH_BASE + 1, unless an earlier
+-- call of the batch touched one of its keys (not BATCH_FRESH): then it
+-- reads its own.
+local BATCH_RECS, BATCH_BASE, BATCH_FRESH
 local function records()
-  if BATCH_RECS then
-    local recs, ok = {}, true
-    for i = 1, NITEMS do
-      if BATCH_TOUCHED[KEYS[i]] then ok = false; break end
-      recs[i] = BATCH_RECS[BATCH_BASE + i]
-    end
-    if ok then return recs end
+  if BATCH_RECS and BATCH_FRESH then
+    local recs = {}
+    for i = 1, NITEMS do recs[i] = BATCH_RECS[BATCH_BASE + i] end
+    return recs
   end
   return redis.call('MGET', unpack(KEYS, 1, NITEMS))
 end
