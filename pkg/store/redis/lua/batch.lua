@@ -45,7 +45,7 @@ local function compactcall(keys, ko, s)
   NH, NL, NOWBIG, NOWMS = nh, nl, nil, nil
   EXPIRE, PID = BARGS[co + ARG_EXPIRE] == '1', BARGS[co + ARG_PID]
   if distinct == 1 and BATCH_FRESH and leanload(ko, n, s, pos) then
-    return leandecide(keys, ko, n, tonumber(BARGS[co + ARG_TOLERANCE]))
+    return leandecide(keys, ko, n, BTOL[ci])
   end
   return one({unpack(keys, ko + 1, ko + n)}, classic(co, nh, nl, fh, fl, n, s, pos))
 end
@@ -55,7 +55,8 @@ end
 -- their replies in order. One MGET reads every call's records.
 local function batchop(keys, args)
   local m, nc, nv = tonumber(args[ARG_BATCH_CALLS]), tonumber(args[ARG_BATCH_CONTEXTS]), tonumber(args[ARG_BATCH_VERSIONS])
-  BARGS, VBASE, BFAST = args, BATCH_HEAD + nc * HEADER_ARGS, {}
+  BARGS, VBASE, BFAST, BTOL = args, BATCH_HEAD + nc * HEADER_ARGS, {}, {}
+  for i = 1, nc do BTOL[i] = tonumber(args[BATCH_HEAD + (i - 1) * HEADER_ARGS + ARG_TOLERANCE]) end
   for i = 1, nv do
     local fp = args[VBASE + (i - 1) * ITEM_ARGS + ITEM_FAST]
     BFAST[i] = false

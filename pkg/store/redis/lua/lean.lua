@@ -7,9 +7,9 @@
 -- names the general step it stands for.
 
 -- The batch's arguments (BARGS), the offset before its first version's
--- block (VBASE), and each version's parameters in plain numbers, or
--- false (BFAST): set once per batch.
-local BARGS, VBASE, BFAST
+-- block (VBASE), each version's parameters in plain numbers, or false
+-- (BFAST), and each context's tolerance (BTOL): set once per batch.
+local BARGS, VBASE, BFAST, BTOL
 
 -- Per item, leanload keeps LEAN_FIELDS values in one flat array, LV:
 -- params, the loaded state refilled to now (t, f, a), the record's key
@@ -77,7 +77,9 @@ end
 -- leandecide decides the n loaded items (run, answer and put of
 -- decideop); their keys are at ko + 1.
 local function leandecide(keys, ko, n, tol)
-  local reply, allowed, v = {}, true, LV
+  -- The head first, so that the items' fields go in order into the
+  -- table's array part.
+  local reply, allowed, v = {KIND_DECIDED, 0, 0, 0, 0}, true, LV
   for i = 1, n do
     local k = (i - 1) * LEAN_FIELDS
     local t, f, a, ok, never, rem, retry = fdecide(v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 9])
