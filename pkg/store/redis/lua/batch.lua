@@ -55,10 +55,14 @@ end
 -- their replies in order. One MGET reads every call's records.
 local function batchop(keys, args)
   local m, nc, nv = tonumber(args[ARG_BATCH_CALLS]), tonumber(args[ARG_BATCH_CONTEXTS]), tonumber(args[ARG_BATCH_VERSIONS])
-  BARGS, VBASE, BFAST, BTOL = args, BATCH_HEAD + nc * HEADER_ARGS, {}, {}
+  BARGS, VBASE, BFAST, BACT, BTOL = args, BATCH_HEAD + nc * HEADER_ARGS, {}, {}, {}
   for i = 1, nc do BTOL[i] = tonumber(args[BATCH_HEAD + (i - 1) * HEADER_ARGS + ARG_TOLERANCE]) end
   for i = 1, nv do
-    local fp = args[VBASE + (i - 1) * ITEM_ARGS + ITEM_FAST]
+    local vo = VBASE + (i - 1) * ITEM_ARGS
+    local fp, act = args[vo + ITEM_FAST], args[vo + ITEM_AT]
+    -- The activation, floored at 0 (activation, in codec.lua).
+    BACT[2 * i - 1], BACT[2 * i] = 0, 0
+    if string.sub(act, 1, 1) ~= '-' then BACT[2 * i - 1], BACT[2 * i] = split(act) end
     BFAST[i] = false
     if fp ~= '' then
       local c, n, per = struct.unpack(FAST_FORMAT, fp)

@@ -1,22 +1,24 @@
 -- lean: the usual decide, on a compact call of a batch (contract.go,
 -- compact.go): every item's bucket stored under the item's version (by
--- this process or another), decided in plain numbers, its keys distinct,
--- no request id. compactcall (batch.lua) takes it when it applies
+-- this process or another) or, with expiry, not stored yet, decided in
+-- plain numbers, its keys distinct, no request id. compactcall (batch.lua) takes it when it applies
 -- (leanload), and otherwise lays the call out as alone for the general
 -- path; the two answer and write the same, byte for byte: each step below
 -- names the general step it stands for.
 
 -- The batch's arguments (BARGS), the offset before its first version's
 -- block (VBASE), each version's parameters in plain numbers, or false
--- (BFAST), and each context's tolerance (BTOL): set once per batch.
-local BARGS, VBASE, BFAST, BTOL
+-- (BFAST), each version's activation as h, l (BACT, 2 per version), and
+-- each context's tolerance (BTOL): set once per batch.
+local BARGS, VBASE, BFAST, BACT, BTOL
 
 -- Per item, leanload keeps LEAN_FIELDS values in one flat array, LV:
 -- params, the loaded state refilled to now (t, f, a), the record's key
--- expiry and version activation (h, l), the record itself, the cost, and
--- the state once decided (t, f, a). LV is kept from call to call, so that
--- it is not grown anew for each.
-local LEAN_FIELDS, LV = 12, {}
+-- expiry and version activation (h, l), the record itself (or, for a
+-- bucket not stored yet, the identity it is to be stored with), the cost,
+-- the state once decided (t, f, a), and whether the bucket is new. LV is
+-- kept from call to call, so that it is not grown anew for each.
+local LEAN_FIELDS, LV = 13, {}
 
 -- leansame reports whether a bucket's record rec needs no conversion to
 -- the version of identity id and version string ver (load): its identity
@@ -37,16 +39,23 @@ local function leanload(ko, n, s, pos)
     local vi, cost
     vi, cost, pos = struct.unpack(CALL_ITEM_FORMAT, s, pos)
     local rec, p = BATCH_RECS[ko + i], BFAST[vi]
-    if not rec or not p then return false end
-    local vo = VBASE + (vi - 1) * ITEM_ARGS
-    if not leansame(rec, BARGS[vo + ITEM_ID], BARGS[vo + ITEM_VERSION]) then return false end
-    local t, fh, fl, ah, al, vh, vl, exp = struct.unpack(REC_FORMAT, rec)
-    local a = fastrel(ah, al)
-    if not a then return false end
-    local k = (i - 1) * LEAN_FIELDS
-    local rt, rf, ra = frefill(p, t, fh * 1e9 + fl, a)
-    v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5] = p, rt, rf, ra, exp
-    v[k + 6], v[k + 7], v[k + 8], v[k + 9] = vh, vl, rec, cost
+    if not p then return false end
+    local vo, k = VBASE + (vi - 1) * ITEM_ARGS, (i - 1) * LEAN_FIELDS
+    if not rec then
+      -- Not stored yet: full, its cursor at now (newbucket: with expiry
+      -- there is no floor), to be stored under the item's version.
+      if not EXPIRE then return false end
+      v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5] = p, p.c, 0, 0, false
+      v[k + 6], v[k + 7], v[k + 8], v[k + 9], v[k + 13] = BACT[2 * vi - 1], BACT[2 * vi], BARGS[vo + ITEM_ID], cost, true
+    else
+      if not leansame(rec, BARGS[vo + ITEM_ID], BARGS[vo + ITEM_VERSION]) then return false end
+      local t, fh, fl, ah, al, vh, vl, exp = struct.unpack(REC_FORMAT, rec)
+      local a = fastrel(ah, al)
+      if not a then return false end
+      local rt, rf, ra = frefill(p, t, fh * 1e9 + fl, a)
+      v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5] = p, rt, rf, ra, exp
+      v[k + 6], v[k + 7], v[k + 8], v[k + 9], v[k + 13] = vh, vl, rec, cost, false
+    end
   end
   return true
 end
@@ -55,18 +64,21 @@ end
 -- ns (put). Only the balance changes: the rest of the record (version,
 -- activation, expiry, identity) is already stored, so the write is a
 -- SETRANGE of the balance, which keeps the TTL, unless the TTL must grow
--- (by tol ms, the tolerance).
+-- (by tol ms, the tolerance) or the bucket is new: then a SET of the
+-- whole record with its TTL. A full bucket is deleted (a new one, never
+-- stored, is left so).
 local function leanwrite(key, t, f, a, ns, k, tol)
   local v, fh, fl, ah, al = LV
   t, fh, fl, ah, al = fpack(t, f, a)
   if EXPIRE then
     if ns == 0 then
-      redis.call('DEL', key)
+      if not v[k + 13] then redis.call('DEL', key) end
       return
     end
     local px = renewpx(fms(ns), tol, v[k + 5])
     if px then
-      local ident = string.sub(v[k + 8], REC_BYTES + 1)
+      local ident = v[k + 8]
+      if not v[k + 13] then ident = string.sub(ident, REC_BYTES + 1) end
       redis.call('SET', key, writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident), 'PX', px)
       return
     end
