@@ -121,8 +121,9 @@ local function readrec(rec)
   local t, fh, fl, ah, al, vh, vl, exp = struct.unpack(REC_FORMAT, rec)
   return t, fh, fl, ah, al, vh, vl, exp, string.sub(rec, REC_BYTES + 1)
 end
+local REC_WRITE_FORMAT = REC_FORMAT .. 'c0' -- c0: the whole string
 local function writerec(t, fh, fl, ah, al, vh, vl, exp, ident)
-  return struct.pack(REC_FORMAT, t, fh, fl, ah, al, vh, vl, exp) .. ident
+  return struct.pack(REC_WRITE_FORMAT, t, fh, fl, ah, al, vh, vl, exp, ident)
 end
 
 -- readid splits an identity: revision, capacity, tokens, period, process

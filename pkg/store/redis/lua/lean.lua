@@ -79,7 +79,7 @@ local function leanwrite(key, t, f, a, ns, k, tol)
     if px then
       local ident = v[k + 8]
       if not v[k + 13] then ident = string.sub(ident, REC_BYTES + 1) end
-      redis.call('SET', key, writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident), 'PX', px)
+      redis.call('SET', key, writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident), 'PX', string.format('%d', px))
       return
     end
   end

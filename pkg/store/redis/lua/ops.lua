@@ -188,7 +188,7 @@ local function put(w, st, ttl, dirty)
     redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, w.exp, w.id), 'KEEPTTL')
     return
   end
-  redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, nowms() + px, w.id), 'PX', px)
+  redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, nowms() + px, w.id), 'PX', string.format('%d', px))
 end
 
 local function resetr(w)
