@@ -115,7 +115,7 @@ func (a *ambiguous) settle(passed bool) string {
 // is known: from the call's answer, else from the request id's record.
 func (a *ambiguous) charged() (charged, known bool) {
 	if a.call.err == nil {
-		r, err := decodeReply(a.call.reply, make([]itemRecord, len(a.items)))
+		r, err := a.s.decodeCall(a.call, make([]itemRecord, len(a.items)))
 		if err == nil {
 			return r.kind == kindDecided && r.allowed, true
 		}

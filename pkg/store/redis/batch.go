@@ -79,6 +79,7 @@ type queued struct {
 	deadline   time.Time
 	done       chan struct{}
 	reply      []rueidis.RedisMessage
+	packed     string // a packed reply (contract.go), when reply is nil
 	err        error
 	taken      bool // in a batch (under batcher.mu)
 }
@@ -96,7 +97,7 @@ func newBatcher(s *Store, o BatchOptions) *batcher {
 // whose context ends returns then, while its call may still be answered:
 // on errLate the call is out and queued.done closes when its answer (or
 // the end of the wait for it) is in.
-func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) ([]rueidis.RedisMessage, *queued, error) {
+func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (*queued, error) {
 	dl, _ := ctx.Deadline()
 	w := &queued{keys: keys, args: args, compact: c, deadline: dl, done: make(chan struct{})}
 	b.mu.Lock()
@@ -111,7 +112,7 @@ func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (
 	}
 	select {
 	case <-w.done:
-		return w.reply, w, w.err
+		return w, w.err
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
@@ -123,9 +124,9 @@ func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (
 				break
 			}
 		}
-		return nil, nil, fmt.Errorf("%w: %w", errQueued, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", errQueued, ctx.Err())
 	}
-	return nil, w, fmt.Errorf("%w: %w", errLate, ctx.Err())
+	return w, fmt.Errorf("%w: %w", errLate, ctx.Err())
 }
 
 // next sends the queue, if any, as the next call, else frees the place
@@ -216,7 +217,9 @@ func (s *Store) callBatch(ctx context.Context, batch []*queued) {
 		}
 		// A call's error reply (its own, caught by the script) fails that
 		// call only.
-		if w.reply, w.err = msgs[i].ToArray(); w.err != nil {
+		if msgs[i].IsString() {
+			w.packed, w.err = msgs[i].ToString()
+		} else if w.reply, w.err = msgs[i].ToArray(); w.err != nil {
 			w.err = fmt.Errorf("redis: %w", w.err)
 		}
 	}

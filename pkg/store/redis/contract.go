@@ -119,6 +119,13 @@ const (
 	replyHead    = iota
 )
 
+// A compact call decided by the lean path (lua/lean.lua) answers packed:
+// one string of little-endian doubles (packedNumber each), 1 when the
+// request was allowed (else 0), then replyItemFields per item, in the
+// order below; its head is otherwise that of any decide without a
+// request id. Every other reply is the array.
+const packedNumber = "d"
+
 // A replay's reply is {kindReplay, record}.
 const replyRecord = 1
 
@@ -194,7 +201,7 @@ var luaContract = func() string {
 		{"KIND_DECIDED", kindDecided}, {"KIND_REPLAY", kindReplay}, {"KIND_PENDING", kindPending},
 		{"FLAG_ALLOWED", flagAllowed}, {"FLAG_NEVER", flagNever}, {"FLAG_SNAPSHOT", flagSnapshot},
 		{"VER_SEP", verSep}, {"CHAIN_SEP", chainSep}, {"FIELD_SEP", fieldSep}, {"RECORD_SEP", recordSep},
-		{"FAST_LIMIT", fastLimit},
+		{"FAST_LIMIT", fastLimit}, {"PACKED_NUMBER", packedNumber},
 		// Lua arrays count from 1.
 		{"REPLY_KIND", replyKind + 1}, {"REPLY_ALLOWED", replyAllowed + 1}, {"REPLY_FORGOT", replyForgot + 1},
 		{"REPLY_SETTLE", replySettle + 1}, {"REPLY_CLAIMED", replyClaimed + 1}, {"REPLY_HEAD", replyHead},

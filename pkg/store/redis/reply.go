@@ -3,6 +3,7 @@ package redis
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -78,13 +79,41 @@ func decodeReply(msgs []rueidis.RedisMessage, items []itemRecord) (reply, error)
 				return r, fmt.Errorf("redis: reply item %d field %d: %w", i, f, err)
 			}
 		}
-		items[i] = itemRecord{
-			res:      result(v[replyFlags], v[replyRemaining], v[replyRetry], v[replyReset]),
-			snapshot: v[replyFlags]&flagSnapshot != 0,
-			extra1:   v[replyExtra1], extra2: v[replyExtra2],
-		}
+		items[i] = itemOf(v)
 	}
 	return r, nil
+}
+
+// decodePacked reads a packed reply (contract.go) of len(items) items.
+func decodePacked(p string, items []itemRecord) (reply, error) {
+	if want := 8 * (1 + replyItemFields*len(items)); len(p) != want {
+		return reply{}, fmt.Errorf("redis: packed reply of %d bytes, want %d", len(p), want)
+	}
+	at := func(i int) int64 {
+		var u uint64
+		for b := 7; b >= 0; b-- {
+			u = u<<8 | uint64(p[8*i+b])
+		}
+		return int64(math.Float64frombits(u))
+	}
+	r := reply{kind: kindDecided, allowed: at(0) == 1}
+	for i := range items {
+		var v [replyItemFields]int64
+		for f := range v {
+			v[f] = at(1 + i*replyItemFields + f)
+		}
+		items[i] = itemOf(v)
+	}
+	return r, nil
+}
+
+// itemOf is an item's reply fields as an itemRecord.
+func itemOf(v [replyItemFields]int64) itemRecord {
+	return itemRecord{
+		res:      result(v[replyFlags], v[replyRemaining], v[replyRetry], v[replyReset]),
+		snapshot: v[replyFlags]&flagSnapshot != 0,
+		extra1:   v[replyExtra1], extra2: v[replyExtra2],
+	}
 }
 
 func result(flags, remaining, retry, reset int64) store.Result {

@@ -301,20 +301,20 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	} else {
 		keys, args = s.decideArgs(req, tags, now)
 	}
-	var msgs []rueidis.RedisMessage
+	var w *queued
 	switch {
 	case s.batch != nil:
-		var w *queued
-		msgs, w, err = s.batch.do(ctx, keys, args, c)
+		w, err = s.batch.do(ctx, keys, args, c)
 		if errors.Is(err, errLate) {
 			err = s.ambiguous(err, w, req, raw, keys, now)
 		}
 	case c != nil:
-		w := &queued{keys: keys, compact: c}
+		w = &queued{keys: keys, compact: c}
 		s.callBatch(ctx, []*queued{w})
-		msgs, err = w.reply, w.err
+		err = w.err
 	default:
-		msgs, err = s.call(ctx, keys, args)
+		w = &queued{}
+		w.reply, err = s.call(ctx, keys, args)
 	}
 	if err != nil {
 		return store.Outcome{}, fmt.Errorf("redis: decide %d items: %w", len(req.Items), err)
@@ -325,7 +325,7 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		items = make([]itemRecord, len(req.Items))
 	}
 	items = items[:len(req.Items)]
-	r, err := s.decodeReply(msgs, items)
+	r, err := s.decodeCall(w, items)
 	switch {
 	case err != nil:
 		return store.Outcome{}, err
@@ -367,6 +367,14 @@ func (s *Store) bucketKeys(tags []string, extra int) []string {
 		keys[i] = s.bucketKey(t)
 	}
 	return keys
+}
+
+// decodeCall decodes a call's reply, packed or not, and raises forgot.
+func (s *Store) decodeCall(w *queued, items []itemRecord) (reply, error) {
+	if w.reply == nil {
+		return decodePacked(w.packed, items)
+	}
+	return s.decodeReply(w.reply, items)
 }
 
 // decodeReply decodes a reply and raises forgot.

@@ -86,25 +86,26 @@ local function leanwrite(key, t, f, a, ns, k, tol)
   redis.call('SETRANGE', key, '0', struct.pack(REC_BALANCE_FORMAT, t, fh, fl, ah, al))
 end
 
+-- PACKED holds the struct format of a packed reply by item count.
+local PACKED = {}
+
 -- leandecide decides the n loaded items (run, answer and put of
--- decideop); their keys are at ko + 1.
+-- decideop); their keys are at ko + 1. Its reply is packed (contract.go).
 local function leandecide(keys, ko, n, tol)
-  -- The head first, so that the items' fields go in order into the
-  -- table's array part.
-  local reply, allowed, v = {KIND_DECIDED, 0, 0, 0, 0}, true, LV
+  local reply, allowed, v = {0}, true, LV
   for i = 1, n do
     local k = (i - 1) * LEAN_FIELDS
     local t, f, a, ok, never, rem, retry = fdecide(v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 9])
     v[k + 10], v[k + 11], v[k + 12] = t, f, a
     allowed = allowed and ok
-    local r = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
+    local r = 1 + (i - 1) * REPLY_ITEM_FIELDS
     local flags = 0
     if ok then flags = FLAG_ALLOWED end
     if never then flags = flags + FLAG_NEVER end
     reply[r + REPLY_FLAGS], reply[r + REPLY_REMAINING], reply[r + REPLY_RETRY] = flags, rem, retry
   end
   for i = 1, n do
-    local k, r = (i - 1) * LEAN_FIELDS, REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
+    local k, r = (i - 1) * LEAN_FIELDS, 1 + (i - 1) * REPLY_ITEM_FIELDS
     local p, key = v[k + 1], keys[ko + i]
     if allowed then
       local t, f, a = v[k + 10], v[k + 11], v[k + 12]
@@ -122,7 +123,12 @@ local function leandecide(keys, ko, n, tol)
       if not EXPIRE then leanwrite(key, t, f, a, reset, k, tol) end
     end
   end
-  reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, 0
-  reply[REPLY_SETTLE], reply[REPLY_FORGOT] = '', ''
-  return reply
+  if allowed then reply[1] = 1 end
+  local m = 1 + REPLY_ITEM_FIELDS * n
+  local fmt = PACKED[n]
+  if not fmt then
+    fmt = '<' .. string.rep(PACKED_NUMBER, m)
+    PACKED[n] = fmt
+  end
+  return struct.pack(fmt, unpack(reply, 1, m))
 end
