@@ -129,9 +129,31 @@ func tagBytes(key string) [16]byte {
 	return [16]byte(sum[:16])
 }
 
-// bucketKey is the Redis key of a bucket: prefix{tag}. The braces make the
-// tag alone pick the Cluster hash slot.
+// bucketKey is the Redis key of a bucket: prefix{tag}, the tag in hex. The
+// braces make the tag alone pick the Cluster hash slot.
 func (s *Store) bucketKey(t string) string { return s.opts.KeyPrefix + "{" + t + "}" }
+
+// rawBucketKeys are the keys of the buckets of tags raw.
+func (s *Store) rawBucketKeys(raw [][16]byte) []string {
+	keys := make([]string, len(raw))
+	for i := range raw {
+		keys[i] = s.rawBucketKey(raw[i])
+	}
+	return keys
+}
+
+// rawBucketKey is bucketKey of the tag t, in one allocation.
+func (s *Store) rawBucketKey(t [16]byte) string {
+	var h [32]byte
+	hex.Encode(h[:], t[:])
+	var b strings.Builder
+	b.Grow(len(s.opts.KeyPrefix) + len(h) + 2)
+	b.WriteString(s.opts.KeyPrefix)
+	b.WriteByte('{')
+	b.Write(h[:])
+	b.WriteByte('}')
+	return b.String()
+}
 
 // idKey is the Redis key of a request id's answer, in the slot of the
 // request's first bucket (so that the first call can check it).

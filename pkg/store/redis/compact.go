@@ -34,6 +34,7 @@ type compactCall struct {
 	hasFloor bool
 	distinct bool // no two items share a bucket
 	items    []compactItem
+	small    [4]compactItem // items, when that few
 }
 
 // maxExact bounds the values a double holds exactly.
@@ -47,14 +48,19 @@ func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *c
 	if req.ID != "" {
 		return nil
 	}
-	c := &compactCall{s: s, now: now, distinct: distinct(raw), items: make([]compactItem, len(req.Items))}
+	c := &compactCall{s: s, now: now, distinct: distinct(raw)}
+	if len(req.Items) <= len(c.small) {
+		c.items = c.small[:len(req.Items)]
+	} else {
+		c.items = make([]compactItem, len(req.Items))
+	}
 	for i := range req.Items {
 		it := &req.Items[i]
 		if it.Cost >= maxExact || it.Cost <= -maxExact {
 			return nil
 		}
 		v := s.versions.get(it.Version, s.pid)
-		if _, ok := s.scriptInstant(v.activeAt); !ok {
+		if _, ok := s.shared(v.activeAt); !ok && !s.opts.RequestTime {
 			return nil
 		}
 		c.items[i] = compactItem{v: v, rev: it.Revision, cost: it.Cost}
@@ -96,12 +102,16 @@ func (s *Store) scriptInstant(x int64) (string, bool) {
 	if s.opts.RequestTime {
 		return biased(x), true
 	}
+	y, ok := s.shared(x)
+	return strconv.FormatInt(y, 10), ok
+}
+
+// shared is instant x of this process's clock on the shared clock; false
+// when that overflows.
+func (s *Store) shared(x int64) (int64, bool) {
 	off := s.clock.offset.Load()
 	y := x + off
-	if off > 0 && y < x || off < 0 && y > x {
-		return "", false
-	}
-	return strconv.FormatInt(y, 10), true
+	return y, !(off > 0 && y < x || off < 0 && y > x)
 }
 
 // batchTables numbers the contexts (stores) and versions of a batch's

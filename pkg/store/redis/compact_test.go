@@ -111,3 +111,14 @@ func mustRate(rt *rapid.T, n int64, per time.Duration) bucket.Rate {
 	}
 	return r
 }
+
+// TestRawBucketKey: a key built from a tag's bytes is the key built from
+// its hex.
+func TestRawBucketKey(t *testing.T) {
+	s := &Store{opts: Options{KeyPrefix: "tg:"}}
+	for _, k := range []string{"", "a", "user=1|path=/"} {
+		if raw, want := s.rawBucketKey(tagBytes(k)), s.bucketKey(tag(k)); raw != want {
+			t.Errorf("%q: %q, want %q", k, raw, want)
+		}
+	}
+}

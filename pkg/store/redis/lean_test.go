@@ -95,8 +95,8 @@ func decideBoth(rt *rapid.T, ctx context.Context, s *Store, req *store.Request) 
 		}
 		return r, raw, tags
 	}
-	lr, lraw, ltags := prefixed("L")
-	w := &queued{keys: s.bucketKeys(ltags, 0), compact: s.compactDecide(lr, lraw, at)}
+	lr, lraw, _ := prefixed("L")
+	w := &queued{keys: s.rawBucketKeys(lraw), compact: s.compactDecide(lr, lraw, at)}
 	s.callBatch(ctx, []*queued{w})
 	gr, _, gtags := prefixed("G")
 	keys, args := s.decideArgs(gr, gtags, strconv.FormatUint(at, 10))

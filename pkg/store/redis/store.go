@@ -279,15 +279,11 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	if err != nil {
 		return store.Outcome{}, err
 	}
-	now := strconv.FormatUint(at, 10)
-	tags := make([]string, len(req.Items))
-	for i := range raw {
-		tags[i] = hex.EncodeToString(raw[i][:])
-	}
+	now := func() string { return strconv.FormatUint(at, 10) }
 	if s.cluster {
-		if groups := bySlot(tags); len(groups) > 1 {
+		if tags := hexTags(raw); len(bySlot(tags)) > 1 {
 			s.metrics.crossSlot.Inc()
-			out, err := s.decideCross(ctx, req, results, now, raw, tags, groups)
+			out, err := s.decideCross(ctx, req, results, now(), raw, tags, bySlot(tags))
 			if err == nil && out.Allowed && s.deny != nil {
 				s.deny.learn(req, raw, true, nil)
 			}
@@ -297,16 +293,16 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	var keys, args []string
 	c := s.compactDecide(req, raw, at)
 	if c != nil {
-		keys = s.bucketKeys(tags, 0)
+		keys = s.rawBucketKeys(raw)
 	} else {
-		keys, args = s.decideArgs(req, tags, now)
+		keys, args = s.decideArgs(req, hexTags(raw), now())
 	}
 	var w *queued
 	switch {
 	case s.batch != nil:
 		w, err = s.batch.do(ctx, keys, args, c)
 		if errors.Is(err, errLate) {
-			err = s.ambiguous(err, w, req, raw, keys, now)
+			err = s.ambiguous(err, w, req, raw, keys, now())
 		}
 	case c != nil:
 		w = &queued{keys: keys, compact: c}
@@ -346,7 +342,10 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 // decideArgs are the keys and arguments of a request's decide call at
 // the script's instant now; tags are its buckets' hash tags in hex.
 func (s *Store) decideArgs(req *store.Request, tags []string, now string) (keys, args []string) {
-	keys = s.bucketKeys(tags, 1)
+	keys = make([]string, len(tags), len(tags)+1)
+	for i, t := range tags {
+		keys[i] = s.bucketKey(t)
+	}
 	idMode, fp := idNone, ""
 	if req.ID != "" {
 		idMode, fp = idLast, fingerprint(req.Items)
@@ -359,14 +358,13 @@ func (s *Store) decideArgs(req *store.Request, tags []string, now string) (keys,
 	return keys, args
 }
 
-// bucketKeys are the keys of buckets with hash tags tags, with room for
-// extra more.
-func (s *Store) bucketKeys(tags []string, extra int) []string {
-	keys := make([]string, len(tags), len(tags)+extra)
-	for i, t := range tags {
-		keys[i] = s.bucketKey(t)
+// hexTags are hash tags in hex.
+func hexTags(raw [][16]byte) []string {
+	tags := make([]string, len(raw))
+	for i := range raw {
+		tags[i] = hex.EncodeToString(raw[i][:])
 	}
-	return keys
+	return tags
 }
 
 // decodeCall decodes a call's reply, packed or not, and raises forgot.
