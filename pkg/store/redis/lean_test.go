@@ -133,7 +133,7 @@ func record(rt *rapid.T, c rueidis.Client, key string) (string, int64) {
 // an error, not a misread.
 func TestDecodePackedLength(t *testing.T) {
 	items := make([]itemRecord, 2)
-	for _, n := range []int{0, 8, 8 * replyItemFields, 8 * (1 + replyItemFields*2) + 1} {
+	for _, n := range []int{0, 8, 8 * replyItemFields, 8*(1+replyItemFields*2) + 1} {
 		if _, err := decodePacked(strings.Repeat("\x00", n), items); err == nil {
 			t.Errorf("%d bytes for 2 items: no error", n)
 		}
