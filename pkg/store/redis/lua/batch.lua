@@ -1,41 +1,7 @@
 -- batch: a batch's calls (contract.go), each run as if alone; a compact
 -- call takes the lean path (lean.lua) when it applies, else is laid out
--- as alone (classic) for the general one. And main, the one entry point.
-
--- atoffset is now (h, l) less act, a signed decimal instant, as a signed
--- decimal: an item's ITEM_AT.
-local function atoffset(nh, nl, act)
-  local neg = string.sub(act, 1, 1) == '-'
-  if neg then act = string.sub(act, 2) end
-  local ah, al = split(act)
-  if neg then
-    local h, l = nh + ah, nl + al
-    if l >= 1e9 then h, l = h + 1, l - 1e9 end
-    return hldec(h, l)
-  end
-  local sign = ''
-  if ah > nh or (ah == nh and al > nl) then sign, nh, nl, ah, al = '-', ah, al, nh, nl end
-  local h, l = nh - ah, nl - al
-  if l < 0 then h, l = h - 1, l + 1e9 end
-  return sign .. hldec(h, l)
-end
-
--- classic lays a compact call out as alone: its context's header and its
--- versions' blocks, with its own instant, floor, items, costs and
--- activations set (s from pos holds its items).
-local function classic(co, nh, nl, fh, fl, n, s, pos)
-  local a = {unpack(BARGS, co + 1, co + HEADER_ARGS)}
-  a[ARG_NOW], a[ARG_ITEMS], a[ARG_FLOOR] = hldec(nh, nl), string.format('%d', n), ''
-  if fh >= 0 then a[ARG_FLOOR] = hldec(fh, fl) end
-  for i = 1, n do
-    local vi, cost
-    vi, cost, pos = struct.unpack(CALL_ITEM_FORMAT, s, pos)
-    local vo, b = VBASE + (vi - 1) * ITEM_ARGS, HEADER_ARGS + (i - 1) * ITEM_ARGS
-    for f = 1, ITEM_ARGS do a[b + f] = BARGS[vo + f] end
-    a[b + ITEM_COST], a[b + ITEM_AT] = string.format('%.0f', cost), atoffset(nh, nl, BARGS[vo + ITEM_AT])
-  end
-  return a
-end
+-- as alone (classic, codec.lua) for the general one. And main, the one
+-- entry point.
 
 -- compactcall runs the compact call s, whose keys are at ko + 1 in the
 -- batch's.
@@ -55,20 +21,7 @@ end
 -- their replies in order. One MGET reads every call's records.
 local function batchop(keys, args)
   local m, nc, nv = tonumber(args[ARG_BATCH_CALLS]), tonumber(args[ARG_BATCH_CONTEXTS]), tonumber(args[ARG_BATCH_VERSIONS])
-  BARGS, VBASE, BFAST, BACT, BTOL = args, BATCH_HEAD + nc * HEADER_ARGS, {}, {}, {}
-  for i = 1, nc do BTOL[i] = tonumber(args[BATCH_HEAD + (i - 1) * HEADER_ARGS + ARG_TOLERANCE]) end
-  for i = 1, nv do
-    local vo = VBASE + (i - 1) * ITEM_ARGS
-    local fp, act = args[vo + ITEM_FAST], args[vo + ITEM_AT]
-    -- The activation, floored at 0 (activation, in codec.lua).
-    BACT[2 * i - 1], BACT[2 * i] = 0, 0
-    if string.sub(act, 1, 1) ~= '-' then BACT[2 * i - 1], BACT[2 * i] = split(act) end
-    BFAST[i] = false
-    if fp ~= '' then
-      local c, n, per = struct.unpack(FAST_FORMAT, fp)
-      BFAST[i] = {c = c, n = n, p = per}
-    end
-  end
+  readbatch(args, nc, nv)
   local counts = VBASE + nv * ITEM_ARGS
   local out, ko, ao = {}, 0, counts + 2 * m
   BATCH_RECS = redis.call('MGET', unpack(keys))

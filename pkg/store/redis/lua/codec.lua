@@ -1,7 +1,8 @@
 -- codec: the script's side of the Go<->Lua contract (contract.go defines
 -- every position, separator and constant; they are the locals generated
 -- above): the clock, instants, the arguments, the bucket record, the
--- version string and chain, the reply and the replay record.
+-- version string and chain, the reply and the replay record, a batch's
+-- tables, a compact call laid out as alone, and the packed reply.
 --
 -- Everything here and above is defined once, when Redis loads the
 -- library; a call sets the per-call state (KEYS, ARGV, the clock) first.
@@ -163,4 +164,79 @@ local function record(reply, n)
       dec(reply[b + REPLY_RETRY]) .. FIELD_SEP .. dec(reply[b + REPLY_RESET])
   end
   return table.concat(parts, RECORD_SEP)
+end
+
+-- A batch (contract.go): its compact calls' contexts and versions, and
+-- a compact call laid out as alone.
+
+-- The batch's arguments (BARGS), the offset before its first version's
+-- block (VBASE), each version's parameters in plain numbers, or false
+-- (BFAST), each version's activation as h, l (BACT, 2 per version), and
+-- each context's tolerance (BTOL): set once per batch.
+local BARGS, VBASE, BFAST, BACT, BTOL
+
+-- readbatch reads a batch's contexts and versions (nc and nv of them).
+local function readbatch(args, nc, nv)
+  BARGS, VBASE, BFAST, BACT, BTOL = args, BATCH_HEAD + nc * HEADER_ARGS, {}, {}, {}
+  for i = 1, nc do BTOL[i] = tonumber(args[BATCH_HEAD + (i - 1) * HEADER_ARGS + ARG_TOLERANCE]) end
+  for i = 1, nv do
+    local vo = VBASE + (i - 1) * ITEM_ARGS
+    local fp, act = args[vo + ITEM_FAST], args[vo + ITEM_AT]
+    -- The activation, floored at 0 (as activation reads an offset).
+    BACT[2 * i - 1], BACT[2 * i] = 0, 0
+    if string.sub(act, 1, 1) ~= '-' then BACT[2 * i - 1], BACT[2 * i] = split(act) end
+    BFAST[i] = false
+    if fp ~= '' then
+      local c, n, per = struct.unpack(FAST_FORMAT, fp)
+      BFAST[i] = {c = c, n = n, p = per}
+    end
+  end
+end
+
+-- atoffset is now (h, l) less act, a signed decimal instant, as a signed
+-- decimal: an item's ITEM_AT.
+local function atoffset(nh, nl, act)
+  local neg = string.sub(act, 1, 1) == '-'
+  if neg then act = string.sub(act, 2) end
+  local ah, al = split(act)
+  if neg then
+    local h, l = nh + ah, nl + al
+    if l >= 1e9 then h, l = h + 1, l - 1e9 end
+    return hldec(h, l)
+  end
+  local sign = ''
+  if ah > nh or (ah == nh and al > nl) then sign, nh, nl, ah, al = '-', ah, al, nh, nl end
+  local h, l = nh - ah, nl - al
+  if l < 0 then h, l = h - 1, l + 1e9 end
+  return sign .. hldec(h, l)
+end
+
+-- classic lays a compact call out as alone: its context's header and its
+-- versions' blocks, with its own instant, floor, items, costs and
+-- activations set (s from pos holds its items).
+local function classic(co, nh, nl, fh, fl, n, s, pos)
+  local a = {unpack(BARGS, co + 1, co + HEADER_ARGS)}
+  a[ARG_NOW], a[ARG_ITEMS], a[ARG_FLOOR] = hldec(nh, nl), string.format('%d', n), ''
+  if fh >= 0 then a[ARG_FLOOR] = hldec(fh, fl) end
+  for i = 1, n do
+    local vi, cost
+    vi, cost, pos = struct.unpack(CALL_ITEM_FORMAT, s, pos)
+    local vo, b = VBASE + (vi - 1) * ITEM_ARGS, HEADER_ARGS + (i - 1) * ITEM_ARGS
+    for f = 1, ITEM_ARGS do a[b + f] = BARGS[vo + f] end
+    a[b + ITEM_COST], a[b + ITEM_AT] = string.format('%.0f', cost), atoffset(nh, nl, BARGS[vo + ITEM_AT])
+  end
+  return a
+end
+
+-- packreply packs a lean reply of n items (contract.go): reply holds
+-- allowed, then each item's fields. PACKED keeps its struct format by n.
+local PACKED = {}
+local function packreply(reply, n)
+  local m = 1 + REPLY_ITEM_FIELDS * n
+  local fmt = PACKED[n]
+  if not fmt then
+    fmt = '<' .. string.rep(PACKED_NUMBER, m)
+    PACKED[n] = fmt
+  end
+  return struct.pack(fmt, unpack(reply, 1, m))
 end

@@ -1,16 +1,11 @@
 -- lean: the usual decide, on a compact call of a batch (contract.go,
 -- compact.go): every item's bucket stored under the item's version (by
 -- this process or another) or, with expiry, not stored yet, decided in
--- plain numbers, its keys distinct, no request id. compactcall (batch.lua) takes it when it applies
--- (leanload), and otherwise lays the call out as alone for the general
--- path; the two answer and write the same, byte for byte: each step below
--- names the general step it stands for.
-
--- The batch's arguments (BARGS), the offset before its first version's
--- block (VBASE), each version's parameters in plain numbers, or false
--- (BFAST), each version's activation as h, l (BACT, 2 per version), and
--- each context's tolerance (BTOL): set once per batch.
-local BARGS, VBASE, BFAST, BACT, BTOL
+-- plain numbers, its keys distinct, no request id. compactcall (batch.lua)
+-- takes it when it applies (leanload), and otherwise lays the call out as
+-- alone (classic, codec.lua) for the general path; the two answer and
+-- write the same, byte for byte: each step below names the general step
+-- it stands for.
 
 -- Per item, leanload keeps LEAN_FIELDS values in one flat array, LV:
 -- params, the loaded state refilled to now (t, f, a), the record's key
@@ -86,9 +81,6 @@ local function leanwrite(key, t, f, a, ns, k, tol)
   redis.call('SETRANGE', key, '0', struct.pack(REC_BALANCE_FORMAT, t, fh, fl, ah, al))
 end
 
--- PACKED holds the struct format of a packed reply by item count.
-local PACKED = {}
-
 -- leandecide decides the n loaded items (run, answer and put of
 -- decideop); their keys are at ko + 1. Its reply is packed (contract.go).
 local function leandecide(keys, ko, n, tol)
@@ -124,11 +116,5 @@ local function leandecide(keys, ko, n, tol)
     end
   end
   if allowed then reply[1] = 1 end
-  local m = 1 + REPLY_ITEM_FIELDS * n
-  local fmt = PACKED[n]
-  if not fmt then
-    fmt = '<' .. string.rep(PACKED_NUMBER, m)
-    PACKED[n] = fmt
-  end
-  return struct.pack(fmt, unpack(reply, 1, m))
+  return packreply(reply, n)
 end
