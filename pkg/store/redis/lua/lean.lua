@@ -15,6 +15,10 @@
 -- kept from call to call, so that it is not grown anew for each.
 local LEAN_FIELDS, LV = 13, {}
 
+-- LR holds the values of a lean reply until they are packed; it is kept
+-- from call to call too.
+local LR = {}
+
 -- leansame reports whether a bucket's record rec needs no conversion to
 -- the version of identity id and version string ver (load): its identity
 -- is id, or another process's at the same revision and parameters. The
@@ -84,7 +88,8 @@ end
 -- leandecide decides the n loaded items (run, answer and put of
 -- decideop); their keys are at ko + 1. Its reply is packed (contract.go).
 local function leandecide(keys, ko, n, tol)
-  local reply, allowed, v = {0}, true, LV
+  local reply, allowed, v = LR, true, LV
+  reply[1] = 0
   for i = 1, n do
     local k = (i - 1) * LEAN_FIELDS
     local t, f, a, ok, never, rem, retry = fdecide(v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 9])
