@@ -3,10 +3,8 @@ package redis
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"math/bits"
 	"runtime"
 	"strconv"
@@ -71,11 +69,7 @@ func packFast(p bucket.Params) string {
 	if hi, lo := bits.Mul64(c, per); hi != 0 || lo >= fastLimit {
 		return ""
 	}
-	b := make([]byte, 0, 24)
-	for _, x := range [3]uint64{c, n, per} {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(x)))
-	}
-	return string(b)
+	return string(appendDoubles(make([]byte, 0, 24), float64(c), float64(n), float64(per)))
 }
 
 func encodeParams(v *bucket.Version) (capacity, n, per, mode string) {

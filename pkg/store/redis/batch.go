@@ -260,13 +260,14 @@ func batchArgs(batch []*queued) (keys, args []string) {
 		}
 	}
 	keys = make([]string, 0, nk)
-	args = make([]string, 0, batchHead+headerArgs*len(t.stores)+itemArgs*len(t.versions)+2*len(batch)+na)
+	args = make([]string, 0, batchHead+headerArgs*len(t.stores)+itemArgs*len(t.versions)+1+na)
 	args = append(args, opBatch, strconv.Itoa(len(batch)), strconv.Itoa(len(t.stores)), strconv.Itoa(len(t.versions)))
 	args = t.appendTables(args)
 	var seen map[string]struct{}
 	if len(batch) > 1 {
 		seen = make(map[string]struct{}, nk)
 	}
+	counts := make([]byte, 0, 16*len(batch))
 	for _, w := range batch {
 		keys = append(keys, w.keys...)
 		n, k := len(w.args), len(w.keys)
@@ -276,8 +277,9 @@ func batchArgs(batch []*queued) (keys, args []string) {
 		if touched(seen, w.keys) {
 			k = -k
 		}
-		args = append(args, strconv.Itoa(k), strconv.Itoa(n))
+		counts = appendDoubles(counts, float64(k), float64(n))
 	}
+	args = append(args, string(counts))
 	for i, w := range batch {
 		if w.compact != nil {
 			args = append(args, packed[i])

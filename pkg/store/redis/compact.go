@@ -151,28 +151,27 @@ func (t *batchTables) version(s *Store, v *versionArgs, rev int64) int {
 // numbering its context and versions in t.
 func (c *compactCall) pack(t *batchTables) string {
 	b := make([]byte, 0, 8*(7+2*len(c.items)))
-	put := func(x float64) { b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x)) }
-	put(float64(t.store(c.s)))
-	put(float64(c.now / 1e9))
-	put(float64(c.now % 1e9))
+	fh, fl := -1.0, 0.0
 	if c.hasFloor {
-		put(float64(c.floor / 1e9))
-		put(float64(c.floor % 1e9))
-	} else {
-		put(-1)
-		put(0)
+		fh, fl = float64(c.floor/1e9), float64(c.floor%1e9)
 	}
-	put(float64(len(c.items)))
+	d := 0.0
 	if c.distinct {
-		put(1)
-	} else {
-		put(0)
+		d = 1
 	}
+	b = appendDoubles(b, float64(t.store(c.s)), float64(c.now/1e9), float64(c.now%1e9), fh, fl, float64(len(c.items)), d)
 	for _, it := range c.items {
-		put(float64(t.version(c.s, it.v, it.rev)))
-		put(float64(it.cost))
+		b = appendDoubles(b, float64(t.version(c.s, it.v, it.rev)), float64(it.cost))
 	}
 	return string(b)
+}
+
+// appendDoubles appends xs as little-endian doubles (struct's "<d").
+func appendDoubles(b []byte, xs ...float64) []byte {
+	for _, x := range xs {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return b
 }
 
 // appendTables appends t's contexts (each store's header, its per-call

@@ -72,12 +72,12 @@ const (
 // context (headerArgs each: a call's header with its per-call fields
 // empty, so that its store's constants are sent once), each version
 // (itemArgs each: an item's block with itemCost empty and itemAt the
-// version's activation on the script's clock, a signed decimal), each
-// call's key and argument counts (two arguments per call; the key count
-// is negative when an earlier call of the batch has one of the call's
-// keys, so that the call reads its records itself, not from the batch's
-// MGET), then each call's arguments; its keys are the calls' keys in
-// order. Its reply is each call's reply, in order.
+// version's activation on the script's clock, a signed decimal), one
+// argument of each call's key and argument counts (callCountsFormat each;
+// the key count is negative when an earlier call of the batch has one of
+// the call's keys, so that the call reads its records itself, not from
+// the batch's MGET), then each call's arguments; its keys are the calls'
+// keys in order. Its reply is each call's reply, in order.
 //
 // A call of one argument is compact (compact.go): a decide without a
 // request id, packed as callFormat (its context, its instant h*10^9 + l,
@@ -91,8 +91,9 @@ const (
 	argBatchVersions = 4
 	batchHead        = 4
 
-	callFormat     = "<ddddddd"
-	callItemFormat = "<dd"
+	callCountsFormat = "<dd"
+	callFormat       = "<ddddddd"
+	callItemFormat   = "<dd"
 )
 
 // Operations and request id modes.
@@ -196,7 +197,7 @@ var luaContract = func() string {
 		{"SETTLE_UNITS", settleUnits}, {"SETTLE_PER", settlePer}, {"SETTLE_NEW", settleNew}, {"SETTLE_ARGS", settleArgs},
 		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle}, {"OP_BATCH", opBatch},
 		{"ARG_BATCH_CALLS", argBatchCalls}, {"ARG_BATCH_CONTEXTS", argBatchContexts}, {"ARG_BATCH_VERSIONS", argBatchVersions},
-		{"BATCH_HEAD", batchHead}, {"CALL_FORMAT", callFormat}, {"CALL_ITEM_FORMAT", callItemFormat},
+		{"BATCH_HEAD", batchHead}, {"CALL_COUNTS_FORMAT", callCountsFormat}, {"CALL_FORMAT", callFormat}, {"CALL_ITEM_FORMAT", callItemFormat},
 		{"ID_NONE", idNone}, {"ID_LAST", idLast}, {"ID_RELEASE", idRelease},
 		{"KIND_DECIDED", kindDecided}, {"KIND_REPLAY", kindReplay}, {"KIND_PENDING", kindPending},
 		{"FLAG_ALLOWED", flagAllowed}, {"FLAG_NEVER", flagNever}, {"FLAG_SNAPSHOT", flagSnapshot},

@@ -22,11 +22,12 @@ end
 local function batchop(keys, args)
   local m, nc, nv = tonumber(args[ARG_BATCH_CALLS]), tonumber(args[ARG_BATCH_CONTEXTS]), tonumber(args[ARG_BATCH_VERSIONS])
   readbatch(args, nc, nv)
-  local counts = VBASE + nv * ITEM_ARGS
-  local out, ko, ao = {}, 0, counts + 2 * m
+  local counts, cpos = args[VBASE + nv * ITEM_ARGS + 1], 1
+  local out, ko, ao = {}, 0, VBASE + nv * ITEM_ARGS + 1
   BATCH_RECS = redis.call('MGET', unpack(keys))
   for j = 1, m do
-    local nk, na = tonumber(args[counts + 2 * j - 1]), tonumber(args[counts + 2 * j])
+    local nk, na
+    nk, na, cpos = struct.unpack(CALL_COUNTS_FORMAT, counts, cpos)
     BATCH_BASE, BATCH_FRESH = ko, nk > 0
     if nk < 0 then nk = -nk end
     local ok, r
