@@ -142,3 +142,50 @@ func TestDecodePackedLength(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestLeanSharedKeys: calls of one batch that share a bucket are each
+// decided by the lean path (packed replies), the later one on what the
+// earlier left.
+func TestLeanSharedKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv.Addr()), Options{DenyCacheBytes: -1})
+	ctx := context.Background()
+	p, err := bucket.NewParams(100, mustRate(nil, 1, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := bucket.NewVersion(1, p, 0)
+	left := map[string]int64{"a": 100, "hot": 100, "z": 100}
+	for round := range 3 { // the first with new buckets, then stored ones
+		calls := [][]store.Item{{{Key: "a", Cost: 3}, {Key: "hot", Cost: 4}}, {{Key: "hot", Cost: 3}, {Key: "z", Cost: 1}}}
+		var batch []*queued
+		for _, items := range calls {
+			req := &store.Request{Items: items}
+			for i := range items {
+				items[i].Version = v
+			}
+			at, err := s.instant(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := requestTags(req)
+			batch = append(batch, &queued{keys: s.rawBucketKeys(raw), compact: s.compactDecide(req, raw, at)})
+		}
+		s.callBatch(ctx, batch)
+		for i, w := range batch {
+			if w.err != nil || w.reply != nil {
+				t.Fatalf("round %d call %d: error %v, unpacked reply %v", round, i, w.err, w.reply)
+			}
+			got := make([]itemRecord, 2)
+			if _, err := decodePacked(w.packed, got); err != nil {
+				t.Fatal(err)
+			}
+			for j, it := range calls[i] {
+				left[it.Key] -= it.Cost
+				if r := got[j].res; !r.Allowed || r.Remaining != left[it.Key] {
+					t.Errorf("round %d call %d %s: %+v, want allowed with %d left", round, i, it.Key, r, left[it.Key])
+				}
+			}
+		}
+	}
+}

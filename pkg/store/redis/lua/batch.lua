@@ -10,8 +10,12 @@ local function compactcall(keys, ko, s)
   local co = BATCH_HEAD + (ci - 1) * HEADER_ARGS
   NH, NL, NOWBIG, NOWMS = nh, nl, nil, nil
   EXPIRE, PID = BARGS[co + ARG_EXPIRE] == '1', BARGS[co + ARG_PID]
-  if distinct == 1 and BATCH_FRESH and leanload(ko, n, s, pos) then
-    return leandecide(keys, ko, n, BTOL[ci])
+  if distinct == 1 then
+    -- A call with a key an earlier call of the batch touched reads its
+    -- own records (records, in ops.lua).
+    local recs, base = BATCH_RECS, ko
+    if not BATCH_FRESH then recs, base = redis.call('MGET', unpack(keys, ko + 1, ko + n)), 0 end
+    if leanload(recs, base, n, s, pos) then return leandecide(keys, ko, n, BTOL[ci]) end
   end
   return one({unpack(keys, ko + 1, ko + n)}, classic(co, nh, nl, fh, fl, n, s, pos))
 end

@@ -30,14 +30,14 @@ local function leansame(rec, id, ver)
 end
 
 -- leanload reads a call's n items (packed in s from pos, their
--- records at ko + 1 in the batch's) into LV, or reports that the lean
--- path does not apply.
-local function leanload(ko, n, s, pos)
+-- records at base + 1 in recs) into LV, or reports that the lean path
+-- does not apply.
+local function leanload(recs, base, n, s, pos)
   local v = LV
   for i = 1, n do
     local vi, cost
     vi, cost, pos = struct.unpack(CALL_ITEM_FORMAT, s, pos)
-    local rec, p = BATCH_RECS[ko + i], BFAST[vi]
+    local rec, p = recs[base + i], BFAST[vi]
     if not p then return false end
     local vo, k = VBASE + (vi - 1) * ITEM_ARGS, (i - 1) * LEAN_FIELDS
     if not rec then
