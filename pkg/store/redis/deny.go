@@ -92,17 +92,7 @@ func (c *denyCache) slot(tag *[16]byte) (*denyShard, int) {
 // at most denyMaxItems buckets, none twice (a repeated bucket's answers
 // are not its uncharged balance).
 func answerable(req *store.Request, tags [][16]byte) bool {
-	if req.ID != "" || len(req.Items) > denyMaxItems {
-		return false
-	}
-	for i := range tags {
-		for j := range i {
-			if tags[j] == tags[i] {
-				return false
-			}
-		}
-	}
-	return true
+	return req.ID == "" && len(req.Items) <= denyMaxItems && distinct(tags)
 }
 
 // answer decides req from snapshots: true when every item had a fresh one
