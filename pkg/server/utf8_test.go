@@ -26,24 +26,6 @@ import (
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
-// utf8Policy limits each user, by descriptor or by x-user-id through
-// ext_authz, to 2 requests; nothing refills (the clock is fake).
-const utf8Policy = `revision: 1
-domains:
-  edge:
-    - name: per-user
-      match: [{key: user_id}]
-      capacity: 2
-      refill: 1/h
-front_doors:
-  ext_authz:
-    domains:
-      edge:
-        - actions: [{request_headers: {header_name: x-user-id, descriptor_key: user_id}}]
-`
-
-const utf8Capacity = 2
-
 // stack is the policy, service and front doors of a test, wired as
 // cmd/tokengate wires them, on a fake clock.
 type stack struct {
@@ -154,15 +136,15 @@ func (c rawClient) check(t *testing.T, req wire) bool {
 // bucket. Such requests are counted by method; valid ones are not;
 // malformed wire data is still refused.
 func TestInvalidUTF8IsLimited(t *testing.T) {
-	srv, m := startServer(t, utf8Policy)
+	srv, m := startServer(t, wiretest.UserPolicy)
 	c := dialRaw(t, srv.GRPCAddr().String())
 	counted := func(method string) int { return int(testutil.ToFloat64(m.InvalidUTF8.WithLabelValues(method))) }
 
 	t.Run("ratelimit", func(t *testing.T) {
 		for _, v := range []string{"\xff", "\xfe", "a\xff"} {
-			for i := range utf8Capacity + 1 {
+			for i := range wiretest.UserCapacity + 1 {
 				want := rlsv3.RateLimitResponse_OK
-				if i == utf8Capacity {
+				if i == wiretest.UserCapacity {
 					want = rlsv3.RateLimitResponse_OVER_LIMIT
 				}
 				if got := c.shouldRateLimit(t, wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", v))); got != want {
@@ -170,16 +152,16 @@ func TestInvalidUTF8IsLimited(t *testing.T) {
 				}
 			}
 		}
-		if n := counted(metrics.FrontDoorRateLimit); n != 3*(utf8Capacity+1) {
-			t.Fatalf("counted %d ratelimit requests, want %d", n, 3*(utf8Capacity+1))
+		if n := counted(metrics.FrontDoorRateLimit); n != 3*(wiretest.UserCapacity+1) {
+			t.Fatalf("counted %d ratelimit requests, want %d", n, 3*(wiretest.UserCapacity+1))
 		}
 	})
 	t.Run("ext_authz", func(t *testing.T) {
 		before := counted(metrics.FrontDoorExtAuthz)
 		for _, v := range []string{"\xfd", "\xfc\x80"} {
-			for i := range utf8Capacity + 1 {
+			for i := range wiretest.UserCapacity + 1 {
 				req := wiretest.CheckRequest("10.0.0.1", "", "/", "x-user-id", v)
-				if got, want := c.check(t, req), i < utf8Capacity; got != want {
+				if got, want := c.check(t, req), i < wiretest.UserCapacity; got != want {
 					t.Fatalf("x-user-id %q, request %d: allowed %v, want %v", v, i+1, got, want)
 				}
 			}
@@ -189,8 +171,8 @@ func TestInvalidUTF8IsLimited(t *testing.T) {
 		if c.check(t, wiretest.CheckRequest("10.0.0.1", "", "/", "x-user-id", "\xff")) {
 			t.Fatal(`x-user-id "\xff" allowed: its bucket is empty`)
 		}
-		if n := counted(metrics.FrontDoorExtAuthz) - before; n != 2*(utf8Capacity+1)+1 {
-			t.Fatalf("counted %d ext_authz requests, want %d", n, 2*(utf8Capacity+1)+1)
+		if n := counted(metrics.FrontDoorExtAuthz) - before; n != 2*(wiretest.UserCapacity+1)+1 {
+			t.Fatalf("counted %d ext_authz requests, want %d", n, 2*(wiretest.UserCapacity+1)+1)
 		}
 	})
 	t.Run("valid requests are not counted", func(t *testing.T) {

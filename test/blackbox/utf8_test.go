@@ -14,22 +14,6 @@ import (
 	"github.com/tokengate/tokengate/test/tgproc"
 )
 
-// utf8Policy gives each user 2 requests, by descriptor or, through
-// ext_authz, by x-user-id; nothing refills within a test.
-const utf8Policy = `revision: 1
-domains:
-  edge:
-    - name: per-user
-      match: [{key: user_id}]
-      capacity: 2
-      refill: 1/h
-front_doors:
-  ext_authz:
-    domains:
-      edge:
-        - actions: [{request_headers: {header_name: x-user-id, descriptor_key: user_id}}]
-`
-
 // invokeRaw calls method on p with the wire data req and decodes the
 // answer into resp, failing the test on an error.
 func invokeRaw(t *testing.T, p *tgproc.Proc, method string, req wiretest.Wire, resp proto.Message) {
@@ -46,7 +30,7 @@ func invokeRaw(t *testing.T, p *tgproc.Proc, method string, req wiretest.Wire, r
 // bucket, denied after its 2 requests; /metrics counts the requests by
 // method.
 func TestInvalidUTF8(t *testing.T) {
-	p, _ := startWithPolicy(t, utf8Policy)
+	p, _ := startWithPolicy(t, wiretest.UserPolicy)
 	const capacity = 2
 	t.Run("ShouldRateLimit", func(t *testing.T) {
 		for _, v := range []string{"\xff", "\xfe"} {
