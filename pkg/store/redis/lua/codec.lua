@@ -69,8 +69,9 @@ end
 -- fpack is a plain-number state's record numbers: tokens, fraction (h,
 -- l), cursor (h, l).
 local function fpack(t, f, a)
-  local fh, fl = fdiv(f, 1e9)
-  local ah, al = fastabs(a)
+  local fh, fl, ah, al = 0, f, NH, NL
+  if f >= 1e9 then fh, fl = fdiv(f, 1e9) end
+  if a ~= 0 then ah, al = fastabs(a) end
   return t, fh, fl, ah, al
 end
 
