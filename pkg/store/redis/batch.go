@@ -263,16 +263,27 @@ func batchArgs(batch []*queued) (keys, args []string) {
 	args = make([]string, 0, batchHead+headerArgs*len(t.stores)+itemArgs*len(t.versions)+1+na)
 	args = append(args, opBatch, strconv.Itoa(len(batch)), strconv.Itoa(len(t.stores)), strconv.Itoa(len(t.versions)))
 	args = t.appendTables(args)
+	// A compact call whose keys a later call uses holds its writes back.
+	held := make([]bool, len(batch))
+	if len(batch) > 1 {
+		later := make(map[string]struct{}, nk)
+		for i := len(batch) - 1; i >= 0; i-- {
+			held[i] = touched(later, batch[i].keys)
+		}
+	}
 	var seen map[string]struct{}
 	if len(batch) > 1 {
 		seen = make(map[string]struct{}, nk)
 	}
 	counts := make([]byte, 0, 16*len(batch))
-	for _, w := range batch {
+	for i, w := range batch {
 		keys = append(keys, w.keys...)
 		n, k := len(w.args), len(w.keys)
 		if w.compact != nil {
 			n = 1
+			if held[i] {
+				n = -1
+			}
 		}
 		if touched(seen, w.keys) {
 			k = -k

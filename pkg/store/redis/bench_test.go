@@ -26,13 +26,15 @@ func BenchmarkDecide(b *testing.B) {
 		name     string
 		items    int
 		parallel int
+		global   bool // the first item is one bucket every request shares
 	}{
-		{"1 bucket", 1, 0},
-		{"3 buckets", 3, 0},
-		{"1 bucket parallel 64", 1, 32},
-		{"3 buckets parallel 64", 3, 32},
-		{"8 buckets parallel 64", 8, 32},
-		{"64 buckets parallel 4", 64, 2},
+		{"1 bucket", 1, 0, false},
+		{"3 buckets", 3, 0, false},
+		{"1 bucket parallel 64", 1, 32, false},
+		{"3 buckets parallel 64", 3, 32, false},
+		{"8 buckets parallel 64", 8, 32, false},
+		{"64 buckets parallel 4", 64, 2, false},
+		{"global and own bucket parallel 64", 2, 32, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			before := commandStatsFull(b, srv.Addr())
@@ -42,6 +44,9 @@ func BenchmarkDecide(b *testing.B) {
 				items := make([]store.Item, bc.items)
 				for k := range items {
 					items[k] = store.Item{Key: "user-" + strconv.FormatInt(i%1000, 10) + "-" + strconv.Itoa(k), Version: v, Cost: 1}
+				}
+				if bc.global {
+					items[0].Key = "global"
 				}
 				res := make([]store.Result, len(items))
 				if _, err := s.Decide(context.Background(), &store.Request{Items: items}, res); err != nil {

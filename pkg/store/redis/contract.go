@@ -54,9 +54,10 @@ const fastFormat = "<ddd"
 // Its balance (tokens, fraction, cursor) is the first five doubles (recBalanceFormat),
 // so that a write of the balance alone is a SETRANGE at 0.
 const (
-	recNumbers       = 8
-	recFormat        = "<dddddddd"
-	recBalanceFormat = "<ddddd"
+	recNumbers        = 8
+	recFormat         = "<dddddddd"
+	recBalanceNumbers = 5
+	recBalanceFormat  = "<ddddd"
 )
 
 // Settle arguments, offsets within a bucket's block.
@@ -75,9 +76,12 @@ const (
 // version's activation on the script's clock, a signed decimal), one
 // argument of each call's key and argument counts (callCountsFormat each;
 // the key count is negative when an earlier call of the batch has one of
-// the call's keys, so that the call reads its records itself, not from
-// the batch's MGET), then each call's arguments; its keys are the calls'
-// keys in order. Its reply is each call's reply, in order.
+// the call's keys, so that the call reads its records as the batch left
+// them, not from the batch's MGET; a compact call's argument count is
+// negative when a later call of the batch has one of its keys, so that
+// its lean writes wait for the end of the batch: lua/lean.lua), then each
+// call's arguments; its keys are the calls' keys in order. Its reply is
+// each call's reply, in order.
 //
 // A call of one argument is compact (compact.go): a decide without a
 // request id, packed as callFormat (its context, its instant h*10^9 + l,
@@ -193,7 +197,7 @@ var luaContract = func() string {
 		{"ARG_ITEMS", argItems}, {"ARG_FP", argFP}, {"ARG_MAX_REPLAYS", argMaxReplays}, {"ARG_TOLERANCE", argTolerance}, {"HEADER_ARGS", headerArgs},
 		{"ITEM_COST", itemCost}, {"ITEM_AT", itemAt}, {"ITEM_ID", itemID}, {"ITEM_VERSION", itemVersion},
 		{"ITEM_FAST", itemFast}, {"ITEM_MODE", itemMode}, {"ITEM_CHAIN", itemChain}, {"ITEM_ARGS", itemArgs},
-		{"FAST_FORMAT", fastFormat}, {"REC_FORMAT", recFormat}, {"REC_BYTES", 8 * recNumbers}, {"REC_BALANCE_FORMAT", recBalanceFormat},
+		{"FAST_FORMAT", fastFormat}, {"REC_FORMAT", recFormat}, {"REC_BYTES", 8 * recNumbers}, {"REC_BALANCE_FORMAT", recBalanceFormat}, {"REC_BALANCE_BYTES", 8 * recBalanceNumbers},
 		{"SETTLE_UNITS", settleUnits}, {"SETTLE_PER", settlePer}, {"SETTLE_NEW", settleNew}, {"SETTLE_ARGS", settleArgs},
 		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle}, {"OP_BATCH", opBatch},
 		{"ARG_BATCH_CALLS", argBatchCalls}, {"ARG_BATCH_CONTEXTS", argBatchContexts}, {"ARG_BATCH_VERSIONS", argBatchVersions},

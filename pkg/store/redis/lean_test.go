@@ -189,3 +189,100 @@ func TestLeanSharedKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchMatchesSequential: a batch of calls (compact ones, lean or
+// not, some sharing buckets, and calls with a request id, laid out as
+// alone) answers and leaves exactly what the same calls sent one by one
+// do: the replies, and every bucket's record byte for byte and its TTL.
+// Shared buckets' lean writes wait for the end of the batch or for a call
+// on the general path (lua/lean.lua), which this exercises.
+func TestBatchMatchesSequential(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr())
+	ctx := context.Background()
+	seq := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		seq++
+		s := newStore(t, c, Options{DenyCacheBytes: -1, RequestTime: rapid.Bool().Draw(rt, "own clock"), KeyPrefix: fmt.Sprintf("q%d:", seq)})
+		var vers []*bucket.Version
+		for i := range 2 {
+			p, err := bucket.NewParams(rapid.Int64Range(1, 20).Draw(rt, "cap"), mustRate(rt, 1, time.Duration(rapid.SampledFrom([]int64{1e6, 1e9}).Draw(rt, "per"))))
+			if err != nil {
+				rt.Fatal(err)
+			}
+			vers = append(vers, bucket.NewVersion(uint64(i+1), p, 0))
+		}
+		now, id := int64(0), 0
+		keys := []string{"a", "b", "c", "d"}
+		for range rapid.IntRange(1, 6).Draw(rt, "batches") {
+			var batch, alone []*queued
+			var sizes []int
+			for range rapid.IntRange(2, 6).Draw(rt, "calls") {
+				now += rapid.Int64Range(0, 3e8).Draw(rt, "dt")
+				var items []store.Item
+				for range rapid.IntRange(1, 3).Draw(rt, "items") {
+					v := rapid.SampledFrom(vers).Draw(rt, "version")
+					items = append(items, store.Item{Key: rapid.SampledFrom(keys).Draw(rt, "key"), Version: v,
+						Cost: rapid.Int64Range(-2, v.Params.Capacity()+1).Draw(rt, "cost")})
+				}
+				rid := ""
+				if rapid.IntRange(0, 4).Draw(rt, "with id") == 0 {
+					id++
+					rid = strconv.Itoa(id)
+				}
+				batch = append(batch, prefixedCall(rt, ctx, s, "B", now, rid, items))
+				alone = append(alone, prefixedCall(rt, ctx, s, "S", now, rid, items))
+				sizes = append(sizes, len(items))
+			}
+			s.callBatch(ctx, batch)
+			for i, w := range alone {
+				s.callBatch(ctx, []*queued{w})
+				b, a := decodedReply(rt, s, batch[i], sizes[i]), decodedReply(rt, s, w, sizes[i])
+				if b != a {
+					rt.Fatalf("call %d: in the batch %s, alone %s", i, b, a)
+				}
+			}
+			for _, k := range keys {
+				b, bt := record(rt, c, s.bucketKey(tag("B"+k)))
+				a, at := record(rt, c, s.bucketKey(tag("S"+k)))
+				if b != a || math.Abs(float64(bt-at)) > 1000 {
+					rt.Fatalf("bucket %s: the batch left %q (pttl %d), the calls alone %q (pttl %d)", k, b, bt, a, at)
+				}
+			}
+		}
+	})
+}
+
+// prefixedCall is a decide of items (keys prefixed) at now: compact, or
+// laid out as alone when it has a request id.
+func prefixedCall(rt *rapid.T, ctx context.Context, s *Store, prefix string, now int64, id string, items []store.Item) *queued {
+	req := &store.Request{Now: now, Items: slices.Clone(items)}
+	if id != "" {
+		req.ID = prefix + id
+	}
+	for i := range req.Items {
+		req.Items[i].Key = prefix + req.Items[i].Key
+	}
+	at, err := s.instant(ctx, req)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	raw := requestTags(req)
+	if c := s.compactDecide(req, raw, at); c != nil {
+		return &queued{keys: s.rawBucketKeys(raw), compact: c}
+	}
+	keys, args := s.decideArgs(req, hexTags(raw), strconv.FormatUint(at, 10))
+	return &queued{keys: keys, args: args}
+}
+
+func decodedReply(rt *rapid.T, s *Store, w *queued, n int) string {
+	if w.err != nil {
+		rt.Fatal(w.err)
+	}
+	items := make([]itemRecord, n)
+	r, err := s.decodeCall(w, items)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	return fmt.Sprintf("%+v %+v", r, items)
+}

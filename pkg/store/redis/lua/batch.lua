@@ -3,6 +3,17 @@
 -- as alone (classic, codec.lua) for the general one. And main, the one
 -- entry point.
 
+-- general runs a call on the general path: the batch's held writes are
+-- made first, and its keys are then known to Redis only (INREDIS). It
+-- marks them also when the call fails.
+local function general(f, keys, args)
+  flushpending()
+  local ok, r = pcall(f, keys, args)
+  for i = 1, #keys do INREDIS[keys[i]] = true end
+  if not ok then error(r, 0) end
+  return r
+end
+
 -- compactcall runs the compact call s, whose keys are at ko + 1 in the
 -- batch's.
 local function compactcall(keys, ko, s)
@@ -11,39 +22,43 @@ local function compactcall(keys, ko, s)
   NH, NL, NOWBIG, NOWMS = nh, nl, nil, nil
   EXPIRE, PID = BARGS[co + ARG_EXPIRE] == '1', BARGS[co + ARG_PID]
   if distinct == 1 then
-    -- A call with a key an earlier call of the batch touched reads its
-    -- own records (records, in ops.lua).
+    -- A call with a key an earlier call of the batch touched reads it as
+    -- the batch left it.
     local recs, base = BATCH_RECS, ko
-    if not BATCH_FRESH then recs, base = redis.call('MGET', unpack(keys, ko + 1, ko + n)), 0 end
+    if not BATCH_FRESH then recs, base = batchrecs(keys, ko, n), 0 end
     if leanload(recs, base, n, s, pos) then return leandecide(keys, ko, n, BTOL[ci]) end
   end
-  return one({unpack(keys, ko + 1, ko + n)}, classic(co, nh, nl, fh, fl, n, s, pos))
+  return general(one, {unpack(keys, ko + 1, ko + n)}, classic(co, nh, nl, fh, fl, n, s, pos))
 end
 
 -- batchop runs a batch's calls one after another, each as if alone and
 -- under pcall, so that one call's error fails only that call, and answers
--- their replies in order. One MGET reads every call's records.
+-- their replies in order. One MGET reads every call's records; the lean
+-- writes held back (PENDING) are made at the end.
 local function batchop(keys, args)
   local m, nc, nv = tonumber(args[ARG_BATCH_CALLS]), tonumber(args[ARG_BATCH_CONTEXTS]), tonumber(args[ARG_BATCH_VERSIONS])
   readbatch(args, nc, nv)
   local counts, cpos = args[VBASE + nv * ITEM_ARGS + 1], 1
   local out, ko, ao = {}, 0, VBASE + nv * ITEM_ARGS + 1
   BATCH_RECS = redis.call('MGET', unpack(keys))
+  PENDING, PORDER, INREDIS = {}, {}, {}
   for j = 1, m do
     local nk, na
     nk, na, cpos = struct.unpack(CALL_COUNTS_FORMAT, counts, cpos)
-    BATCH_BASE, BATCH_FRESH = ko, nk > 0
+    BATCH_BASE, BATCH_FRESH, LEAN_HOLD = ko, nk > 0, na < 0
     if nk < 0 then nk = -nk end
+    if na < 0 then na = -na end
     local ok, r
     if na == 1 then
       ok, r = pcall(compactcall, keys, ko, args[ao + 1])
     else
-      ok, r = pcall(one, {unpack(keys, ko + 1, ko + nk)}, {unpack(args, ao + 1, ao + na)})
+      ok, r = pcall(general, one, {unpack(keys, ko + 1, ko + nk)}, {unpack(args, ao + 1, ao + na)})
     end
     if not ok and not (type(r) == 'table' and r.err) then r = redis.error_reply(tostring(r)) end
     out[j] = r
     ko, ao = ko + nk, ao + na
   end
+  flushpending()
   return out
 end
 

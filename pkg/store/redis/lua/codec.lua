@@ -34,10 +34,13 @@ local function hldec(h, l)
   return string.format('%.0f%09.0f', h, l)
 end
 local function hlbig(h, l) return num(hldec(h, l)) end
-local BILLION = num('1000000000')
-local function bighl(a)
-  local q, r = divmod(a, BILLION)
-  return tonum(q), tonum(r)
+local bighl
+do
+  local BILLION = num('1000000000')
+  function bighl(a)
+    local q, r = divmod(a, BILLION)
+    return tonum(q), tonum(r)
+  end
 end
 local function nowbig()
   if not NOWBIG then NOWBIG = hlbig(NH, NL) end
@@ -50,11 +53,14 @@ end
 
 -- fastrel is the instant h*10^9 + l counted from now in plain numbers,
 -- or nil when it is FAST_LIMIT or more away.
-local REL_S = floor(FAST_LIMIT / 1e9) - 1
-local function fastrel(h, l)
-  local dh = h - NH
-  if dh >= REL_S or dh <= -REL_S then return nil end
-  return dh * 1e9 + (l - NL)
+local fastrel
+do
+  local REL_S = floor(FAST_LIMIT / 1e9) - 1
+  function fastrel(h, l)
+    local dh = h - NH
+    if dh >= REL_S or dh <= -REL_S then return nil end
+    return dh * 1e9 + (l - NL)
+  end
 end
 
 -- fastabs is the instant now + d (|d| < FAST_LIMIT) as h, l, floored at 0.
@@ -123,15 +129,21 @@ local function readrec(rec)
   local t, fh, fl, ah, al, vh, vl, exp = struct.unpack(REC_FORMAT, rec)
   return t, fh, fl, ah, al, vh, vl, exp, string.sub(rec, REC_BYTES + 1)
 end
-local REC_WRITE_FORMAT = REC_FORMAT .. 'c0' -- c0: the whole string
-local function writerec(t, fh, fl, ah, al, vh, vl, exp, ident)
-  return struct.pack(REC_WRITE_FORMAT, t, fh, fl, ah, al, vh, vl, exp, ident)
+local writerec
+do
+  local REC_WRITE_FORMAT = REC_FORMAT .. 'c0' -- c0: the whole string
+  function writerec(t, fh, fl, ah, al, vh, vl, exp, ident)
+    return struct.pack(REC_WRITE_FORMAT, t, fh, fl, ah, al, vh, vl, exp, ident)
+  end
 end
 
 -- readid splits an identity: revision, capacity, tokens, period, process
 -- and version ID (decimal strings).
-local ID_PATTERN = '^' .. string.rep('([^' .. VER_SEP .. ']*)' .. VER_SEP, 5) .. '(.*)$'
-local function readid(v) return string.match(v, ID_PATTERN) end
+local readid
+do
+  local ID_PATTERN = '^' .. string.rep('([^' .. VER_SEP .. ']*)' .. VER_SEP, 5) .. '(.*)$'
+  function readid(v) return string.match(v, ID_PATTERN) end
+end
 
 -- chain parses an item's earlier versions (nearest first), each
 -- "vid,cap,n,per,mode,delta" with delta its activation before the item's
@@ -231,13 +243,16 @@ end
 
 -- packreply packs a lean reply of n items (contract.go): reply holds
 -- allowed, then each item's fields. PACKED keeps its struct format by n.
-local PACKED = {}
-local function packreply(reply, n)
-  local m = 1 + REPLY_ITEM_FIELDS * n
-  local fmt = PACKED[n]
-  if not fmt then
-    fmt = '<' .. string.rep(PACKED_NUMBER, m)
-    PACKED[n] = fmt
+local packreply
+do
+  local PACKED = {}
+  function packreply(reply, n)
+    local m = 1 + REPLY_ITEM_FIELDS * n
+    local fmt = PACKED[n]
+    if not fmt then
+      fmt = '<' .. string.rep(PACKED_NUMBER, m)
+      PACKED[n] = fmt
+    end
+    return struct.pack(fmt, unpack(reply, 1, m))
   end
-  return struct.pack(fmt, unpack(reply, 1, m))
 end

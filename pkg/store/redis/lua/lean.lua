@@ -59,30 +59,103 @@ local function leanload(recs, base, n, s, pos)
   return true
 end
 
+-- A lean write to a bucket that a later call of the batch uses waits in
+-- PENDING (by key; their keys in order in PORDER), and is made once, at
+-- the end of the batch or before a call takes the general path
+-- (flushpending): a bucket every request shares (a global limit) is then
+-- read and written once a batch, not once a call. An entry is the record
+-- as written (false: deleted) and the PX of a SET (false: a SETRANGE of
+-- the balance, which keeps the TTL). LEAN_HOLD: the current call's writes
+-- wait (the store marks the calls whose keys a later call uses).
+-- INREDIS holds the keys whose records only Redis now knows, not the
+-- batch's MGET nor PENDING: those a call on the general path touched, and
+-- those whose held write was made.
+local PENDING, PORDER, INREDIS, LEAN_HOLD = {}, {}, {}, false
+
+local function pend(key, rec, px)
+  local p = PENDING[key]
+  if p then
+    p.rec, p.px = rec, px
+    return
+  end
+  PORDER[#PORDER + 1] = key
+  PENDING[key] = {rec = rec, px = px}
+end
+
+local function flushpending()
+  for i = 1, #PORDER do
+    local key = PORDER[i]
+    local p = PENDING[key]
+    if not p.rec then
+      redis.call('DEL', key)
+    elseif p.px then
+      redis.call('SET', key, p.rec, 'PX', string.format('%d', p.px))
+    else
+      redis.call('SETRANGE', key, '0', string.sub(p.rec, 1, REC_BALANCE_BYTES))
+    end
+    PENDING[key], PORDER[i], INREDIS[key] = nil, nil, true
+  end
+end
+
+-- batchrecs are the records of a call's n keys (at ko + 1) as the batch
+-- has left them: a pending write's, else the batch's MGET's, unless only
+-- Redis knows it now (INREDIS).
+local function batchrecs(keys, ko, n)
+  local recs, read = {}, false
+  for i = 1, n do
+    local key = keys[ko + i]
+    local p = PENDING[key]
+    if p then
+      recs[i] = p.rec
+    elseif INREDIS[key] then
+      read = true
+    else
+      recs[i] = BATCH_RECS[ko + i]
+    end
+  end
+  if read then
+    local m = redis.call('MGET', unpack(keys, ko + 1, ko + n))
+    for i = 1, n do
+      local key = keys[ko + i]
+      if not PENDING[key] and INREDIS[key] then recs[i] = m[i] end
+    end
+  end
+  return recs
+end
+
 -- leanwrite writes item k's (its offset in LV) balance t, f, a, full in
--- ns (put). Only the balance changes: the rest of the record (version,
--- activation, expiry, identity) is already stored, so the write is a
--- SETRANGE of the balance, which keeps the TTL, unless the TTL must grow
--- (by tol ms, the tolerance) or the bucket is new: then a SET of the
--- whole record with its TTL. A full bucket is deleted (a new one, never
--- stored, is left so).
+-- ns (put), or holds the write back (PENDING). Only the balance changes:
+-- the rest of the record (version, activation, expiry, identity) is
+-- already stored, so the write is a SETRANGE of the balance, which keeps
+-- the TTL, unless the TTL must grow (by tol ms, the tolerance) or the
+-- bucket is new: then a SET of the whole record with its TTL. A full
+-- bucket is deleted (a new one, never stored, is left so).
 local function leanwrite(key, t, f, a, ns, k, tol)
   local v, fh, fl, ah, al = LV
   t, fh, fl, ah, al = fpack(t, f, a)
+  local hold = LEAN_HOLD or PENDING[key]
   if EXPIRE then
     if ns == 0 then
-      if not v[k + 13] then redis.call('DEL', key) end
+      if v[k + 13] then return end
+      if hold then pend(key, false, false) else redis.call('DEL', key) end
       return
     end
     local px = renewpx(fms(ns), tol, v[k + 5])
     if px then
       local ident = v[k + 8]
       if not v[k + 13] then ident = string.sub(ident, REC_BYTES + 1) end
-      redis.call('SET', key, writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident), 'PX', string.format('%d', px))
+      local rec = writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident)
+      if hold then pend(key, rec, px) else redis.call('SET', key, rec, 'PX', string.format('%d', px)) end
       return
     end
   end
-  redis.call('SETRANGE', key, '0', struct.pack(REC_BALANCE_FORMAT, t, fh, fl, ah, al))
+  local bal = struct.pack(REC_BALANCE_FORMAT, t, fh, fl, ah, al)
+  if hold then
+    local p = PENDING[key]
+    pend(key, bal .. string.sub(v[k + 8], REC_BALANCE_BYTES + 1), p and p.px)
+  else
+    redis.call('SETRANGE', key, '0', bal)
+  end
 end
 
 -- leandecide decides the n loaded items (run, answer and put of
