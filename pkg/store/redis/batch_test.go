@@ -147,7 +147,10 @@ func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
 	if err := decide(context.Background(), "warm"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", "400", "ALL"); err != nil {
+	// Paused well past the queued request's 50ms, so that a stalled
+	// machine (the race detector, tests in parallel) cannot end the pause
+	// before that request has queued and given up.
+	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", "1500", "ALL"); err != nil {
 		t.Fatal(err)
 	}
 	first := make(chan error, 1)
