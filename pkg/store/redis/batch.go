@@ -225,21 +225,26 @@ func (s *Store) callBatch(ctx context.Context, batch []*queued) {
 	}
 }
 
-// touched reports whether seen holds one of keys, and adds them.
-func touched(seen map[string]struct{}, keys []string) bool {
-	if seen == nil {
-		return false
+// sharing reports, for each call of a batch (nk keys in all), whether no
+// earlier call has one of its keys (fresh) and whether a later one does
+// (held). Within one call a repeated key is neither.
+func sharing(batch []*queued, nk int) (fresh, held []bool) {
+	fresh, held = make([]bool, len(batch)), make([]bool, len(batch))
+	if len(batch) == 1 {
+		fresh[0] = true
+		return fresh, held
 	}
-	t := false
-	for _, k := range keys {
-		if _, ok := seen[k]; ok {
-			t = true
+	last := make(map[string]int, nk) // a key's latest call
+	for i, w := range batch {
+		fresh[i] = true
+		for _, k := range w.keys {
+			if j, ok := last[k]; ok && j < i {
+				fresh[i], held[j] = false, true
+			}
+			last[k] = i
 		}
 	}
-	for _, k := range keys {
-		seen[k] = struct{}{}
-	}
-	return t
+	return fresh, held
 }
 
 // batchArgs lays out a batch's calls as one (contract.go: batch
@@ -263,18 +268,7 @@ func batchArgs(batch []*queued) (keys, args []string) {
 	args = make([]string, 0, batchHead+headerArgs*len(t.stores)+itemArgs*len(t.versions)+1+na)
 	args = append(args, opBatch, strconv.Itoa(len(batch)), strconv.Itoa(len(t.stores)), strconv.Itoa(len(t.versions)))
 	args = t.appendTables(args)
-	// A compact call whose keys a later call uses holds its writes back.
-	held := make([]bool, len(batch))
-	if len(batch) > 1 {
-		later := make(map[string]struct{}, nk)
-		for i := len(batch) - 1; i >= 0; i-- {
-			held[i] = touched(later, batch[i].keys)
-		}
-	}
-	var seen map[string]struct{}
-	if len(batch) > 1 {
-		seen = make(map[string]struct{}, nk)
-	}
+	fresh, held := sharing(batch, nk)
 	counts := make([]byte, 0, 16*len(batch))
 	for i, w := range batch {
 		keys = append(keys, w.keys...)
@@ -285,7 +279,7 @@ func batchArgs(batch []*queued) (keys, args []string) {
 				n = -1
 			}
 		}
-		if touched(seen, w.keys) {
+		if !fresh[i] {
 			k = -k
 		}
 		counts = appendDoubles(counts, float64(k), float64(n))
