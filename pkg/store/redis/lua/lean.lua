@@ -66,7 +66,10 @@ end
 -- read and written once a batch, not once a call. An entry is the record
 -- as written (false: deleted) and the PX of a SET (false: a SETRANGE of
 -- the balance, which keeps the TTL). LEAN_HOLD: the current call's writes
--- wait (the store marks the calls whose keys a later call uses).
+-- wait (the store marks the calls whose keys a later call uses). Should
+-- a held write fail (Redis out of memory), the whole batch fails, and
+-- each of its requests is answered by on_store_error, though calls before
+-- it may have charged their own buckets: as when Redis fails mid-batch.
 -- INREDIS holds the keys whose records only Redis now knows, not the
 -- batch's MGET nor PENDING: those a call on the general path touched, and
 -- those whose held write was made.
