@@ -12,8 +12,10 @@ type storeMetrics struct {
 	idWaits     prometheus.Counter
 	denyHits    prometheus.Counter
 	inFlight    *prometheus.GaugeVec
-	// batch.go, ambiguous.go
+	// batch.go, ambiguous.go, store.go
 	batches, batched prometheus.Counter
+	decisions        *prometheus.CounterVec
+	lean, general    prometheus.Counter // decisions' two paths
 	ambiguous        *prometheus.CounterVec
 	// limits.go
 	configUnsafe *prometheus.GaugeVec
@@ -69,6 +71,10 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Name: "tokengate_redis_batched_requests_total",
 			Help: "Requests decided in a call shared with others; divided by tokengate_redis_batches_total, the mean batch.",
 		}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_redis_decisions_total",
+			Help: "Requests Redis decided in one call, by the script's path: lean (the usual: buckets stored under their version, or new, in plain numbers, no request id) or general (request ids, repeated buckets, policy changes, numbers past 2^52).",
+		}, []string{"path"}),
 		ambiguous: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_redis_ambiguous_total",
 			Help: "Requests whose call was sent and timed out (it may have charged), by what its late answer or request id said: uncharged, kept (charged, and the request went through), refunded (charged, the request was refused: refunded), refund_failed, unknown (no answer, no id: a charge stays if there was one).",
@@ -86,6 +92,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Help: "Keys in tokengate's Redis database at the last sample (DBSIZE, summed over a Cluster's masters): buckets, request ids, the clock key and anything else there. The same value from every replica.",
 		}),
 	}
+	m.lean, m.general = m.decisions.WithLabelValues("lean"), m.decisions.WithLabelValues("general")
 	for _, o := range []string{"uncharged", "kept", "refunded", "refund_failed", "unknown"} {
 		m.ambiguous.WithLabelValues(o)
 	}
@@ -104,7 +111,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 // all are the store's metrics.
 func (m *storeMetrics) all() []prometheus.Collector {
 	return []prometheus.Collector{m.errors, m.breakerOpen, m.reloads, m.crossSlot, m.settles, m.replays, m.idWaits, m.inFlight,
-		m.denyHits, m.batches, m.batched, m.ambiguous, m.configUnsafe, m.configChecks, m.keys}
+		m.denyHits, m.batches, m.batched, m.decisions, m.ambiguous, m.configUnsafe, m.configChecks, m.keys}
 }
 
 // Describe and Collect make the store's metrics one prometheus.Collector

@@ -333,6 +333,11 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	for i := range items {
 		results[i] = items[i].res
 	}
+	if w.reply == nil { // only the lean path answers packed
+		s.metrics.lean.Inc()
+	} else {
+		s.metrics.general.Inc()
+	}
 	if s.deny != nil {
 		s.deny.learn(req, raw, r.allowed, items)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/rueidis"
 
 	"github.com/tokengate/tokengate/internal/redistest"
@@ -148,6 +149,10 @@ func TestCommandsPerDecision(t *testing.T) {
 		if d := calls - before[cmd]; d != want[cmd] {
 			t.Errorf("%d %s for %d decisions, want %d", d, cmd, n, want[cmd])
 		}
+	}
+	// 35 buckets-new decisions first, all lean too (with expiry).
+	if lean, general := testutil.ToFloat64(s.metrics.lean), testutil.ToFloat64(s.metrics.general); lean != 35+n || general != 0 {
+		t.Errorf("decisions by path: lean %v, general %v; want %d and 0", lean, general, 35+n)
 	}
 }
 
