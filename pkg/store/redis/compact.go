@@ -60,8 +60,10 @@ func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *c
 			return nil
 		}
 		v := s.versions.get(it.Version, s.pid)
-		if _, ok := s.shared(v.activeAt); !ok && !s.opts.RequestTime {
-			return nil
+		if !s.opts.RequestTime {
+			if _, ok := s.shared(v.activeAt); !ok {
+				return nil
+			}
 		}
 		c.items[i] = compactItem{v: v, rev: it.Revision, cost: it.Cost}
 	}

@@ -79,40 +79,11 @@ func TestLeanMatchesGeneral(t *testing.T) {
 // laid out as alone, and answers both replies, decoded, and whether the
 // first was packed.
 func decideBoth(rt *rapid.T, ctx context.Context, s *Store, req *store.Request) (lean, general string, packed bool) {
-	at, err := s.instant(ctx, req)
-	if err != nil {
-		rt.Fatal(err)
-	}
-	prefixed := func(p string) (*store.Request, [][16]byte, []string) {
-		r := &store.Request{Now: req.Now, Items: slices.Clone(req.Items)}
-		for i := range r.Items {
-			r.Items[i].Key = p + r.Items[i].Key
-		}
-		raw := requestTags(r)
-		tags := make([]string, len(raw))
-		for i := range raw {
-			tags[i] = tag(r.Items[i].Key)
-		}
-		return r, raw, tags
-	}
-	lr, lraw, _ := prefixed("L")
-	w := &queued{keys: s.rawBucketKeys(lraw), compact: s.compactDecide(lr, lraw, at)}
+	w := prefixedCall(rt, ctx, s, "L", req.Now, "", req.Items, false)
 	s.callBatch(ctx, []*queued{w})
-	gr, _, gtags := prefixed("G")
-	keys, args := s.decideArgs(gr, gtags, strconv.FormatUint(at, 10))
-	msgs, err := s.call(ctx, keys, args)
-	if w.err != nil || err != nil {
-		rt.Fatalf("lean %v, general %v", w.err, err)
-	}
-	decoded := func(w *queued) string {
-		items := make([]itemRecord, len(req.Items))
-		r, err := s.decodeCall(w, items)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		return fmt.Sprintf("%+v %+v", r, items)
-	}
-	return decoded(w), decoded(&queued{reply: msgs}), w.reply == nil
+	g := prefixedCall(rt, ctx, s, "G", req.Now, "", req.Items, true)
+	g.reply, g.err = s.call(ctx, g.keys, g.args)
+	return decodedReply(rt, s, w, len(req.Items)), decodedReply(rt, s, g, len(req.Items)), w.reply == nil
 }
 
 // record is a bucket's stored record and its PTTL.
@@ -230,8 +201,8 @@ func TestBatchMatchesSequential(t *testing.T) {
 					id++
 					rid = strconv.Itoa(id)
 				}
-				batch = append(batch, prefixedCall(rt, ctx, s, "B", now, rid, items))
-				alone = append(alone, prefixedCall(rt, ctx, s, "S", now, rid, items))
+				batch = append(batch, prefixedCall(rt, ctx, s, "B", now, rid, items, false))
+				alone = append(alone, prefixedCall(rt, ctx, s, "S", now, rid, items, false))
 				sizes = append(sizes, len(items))
 			}
 			s.callBatch(ctx, batch)
@@ -254,8 +225,8 @@ func TestBatchMatchesSequential(t *testing.T) {
 }
 
 // prefixedCall is a decide of items (keys prefixed) at now: compact, or
-// laid out as alone when it has a request id.
-func prefixedCall(rt *rapid.T, ctx context.Context, s *Store, prefix string, now int64, id string, items []store.Item) *queued {
+// laid out as alone when it has a request id or classic is set.
+func prefixedCall(rt *rapid.T, ctx context.Context, s *Store, prefix string, now int64, id string, items []store.Item, classic bool) *queued {
 	req := &store.Request{Now: now, Items: slices.Clone(items)}
 	if id != "" {
 		req.ID = prefix + id
@@ -268,7 +239,7 @@ func prefixedCall(rt *rapid.T, ctx context.Context, s *Store, prefix string, now
 		rt.Fatal(err)
 	}
 	raw := requestTags(req)
-	if c := s.compactDecide(req, raw, at); c != nil {
+	if c := s.compactDecide(req, raw, at); c != nil && !classic {
 		return &queued{keys: s.rawBucketKeys(raw), compact: c}
 	}
 	keys, args := s.decideArgs(req, hexTags(raw), strconv.FormatUint(at, 10))

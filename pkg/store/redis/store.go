@@ -281,9 +281,10 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	}
 	now := func() string { return strconv.FormatUint(at, 10) }
 	if s.cluster {
-		if tags := hexTags(raw); len(bySlot(tags)) > 1 {
+		tags := hexTags(raw)
+		if groups := bySlot(tags); len(groups) > 1 {
 			s.metrics.crossSlot.Inc()
-			out, err := s.decideCross(ctx, req, results, now(), raw, tags, bySlot(tags))
+			out, err := s.decideCross(ctx, req, results, now(), raw, tags, groups)
 			if err == nil && out.Allowed && s.deny != nil {
 				s.deny.learn(req, raw, true, nil)
 			}

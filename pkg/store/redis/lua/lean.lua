@@ -85,17 +85,23 @@ local function pend(key, rec, px)
   PENDING[key] = {rec = rec, px = px}
 end
 
+-- write makes a lean write: a delete (rec false), a SET of the record rec
+-- with PX px, or else a SETRANGE of the balance bal.
+local function write(key, rec, px, bal)
+  if not rec then
+    redis.call('DEL', key)
+  elseif px then
+    redis.call('SET', key, rec, 'PX', string.format('%d', px))
+  else
+    redis.call('SETRANGE', key, '0', bal)
+  end
+end
+
 local function flushpending()
   for i = 1, #PORDER do
     local key = PORDER[i]
     local p = PENDING[key]
-    if not p.rec then
-      redis.call('DEL', key)
-    elseif p.px then
-      redis.call('SET', key, p.rec, 'PX', string.format('%d', p.px))
-    else
-      redis.call('SETRANGE', key, '0', string.sub(p.rec, 1, REC_BALANCE_BYTES))
-    end
+    write(key, p.rec, p.px, p.rec and string.sub(p.rec, 1, REC_BALANCE_BYTES))
     PENDING[key], PORDER[i], INREDIS[key] = nil, nil, true
   end
 end
@@ -140,7 +146,7 @@ local function leanwrite(key, t, f, a, ns, k, tol)
   if EXPIRE then
     if ns == 0 then
       if v[k + 13] then return end
-      if hold then pend(key, false, false) else redis.call('DEL', key) end
+      if hold then pend(key, false, false) else write(key, false) end
       return
     end
     local px = renewpx(fms(ns), tol, v[k + 5])
@@ -148,7 +154,7 @@ local function leanwrite(key, t, f, a, ns, k, tol)
       local ident = v[k + 8]
       if not v[k + 13] then ident = string.sub(ident, REC_BYTES + 1) end
       local rec = writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident)
-      if hold then pend(key, rec, px) else redis.call('SET', key, rec, 'PX', string.format('%d', px)) end
+      if hold then pend(key, rec, px) else write(key, rec, px) end
       return
     end
   end
@@ -157,7 +163,7 @@ local function leanwrite(key, t, f, a, ns, k, tol)
     local p = PENDING[key]
     pend(key, bal .. string.sub(v[k + 8], REC_BALANCE_BYTES + 1), p and p.px)
   else
-    redis.call('SETRANGE', key, '0', bal)
+    write(key, bal, false, bal)
   end
 end
 
