@@ -343,7 +343,6 @@ func refSettings(environ []string) (settings, []refNote, error) {
 	if err := errors.Join(e.errs...); err != nil {
 		return settings{}, nil, fmt.Errorf("invoked as ratelimit (envoyproxy/ratelimit's environment):\n%w", err)
 	}
-	s.Redis.WatchEvery = redisWatchEvery
 	if err := s.check(); err != nil {
 		return settings{}, nil, fmt.Errorf("invoked as ratelimit: %w", err)
 	}
