@@ -222,8 +222,8 @@ func refXDS(e *refEnv) []assignment {
 		if ca != "" {
 			as = append(as, assignment{"xds-ca-file", ca, "CONFIG_GRPC_XDS_SERVER_USE_TLS, CONFIG_GRPC_XDS_SERVER_TLS_CACERT"})
 		}
-		if c := cert; c != "" {
-			as = append(as, assignment{"xds-cert-file", c, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT"},
+		if cert != "" {
+			as = append(as, assignment{"xds-cert-file", cert, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT"},
 				assignment{"xds-key-file", e.get("CONFIG_GRPC_XDS_CLIENT_TLS_KEY"), "CONFIG_GRPC_XDS_CLIENT_TLS_KEY"})
 		}
 		if san != "" {
