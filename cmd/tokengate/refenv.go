@@ -222,8 +222,8 @@ func refXDS(e *refEnv) []assignment {
 		if ca != "" {
 			as = append(as, assignment{"xds-ca-file", ca, "CONFIG_GRPC_XDS_SERVER_USE_TLS, CONFIG_GRPC_XDS_SERVER_TLS_CACERT"})
 		}
-		if c := cert; c != "" {
-			as = append(as, assignment{"xds-cert-file", c, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT"},
+		if cert != "" {
+			as = append(as, assignment{"xds-cert-file", cert, "CONFIG_GRPC_XDS_CLIENT_TLS_CERT"},
 				assignment{"xds-key-file", e.get("CONFIG_GRPC_XDS_CLIENT_TLS_KEY"), "CONFIG_GRPC_XDS_CLIENT_TLS_KEY"})
 		}
 		if san != "" {
@@ -343,7 +343,6 @@ func refSettings(environ []string) (settings, []refNote, error) {
 	if err := errors.Join(e.errs...); err != nil {
 		return settings{}, nil, fmt.Errorf("invoked as ratelimit (envoyproxy/ratelimit's environment):\n%w", err)
 	}
-	s.Redis.WatchEvery = redisWatchEvery
 	if err := s.check(); err != nil {
 		return settings{}, nil, fmt.Errorf("invoked as ratelimit: %w", err)
 	}

@@ -229,12 +229,13 @@ func reloadLive(file policyFile, log *slog.Logger) {
 // candidate policy, a second one for the candidate's buckets (of the same
 // size, its statistics not exported).
 func openMemory(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, _ *slog.Logger) (*backend, error) {
-	mem := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
+	opts := memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk}
+	mem := memory.New(opts)
 	reg.MustRegister(mem.Collector())
 	go mem.Run(ctx, s.JanitorInterval)
 	var cand store.Store
 	if s.CandidatePolicy != "" {
-		cm := memory.New(memory.Options{MaxBuckets: s.MaxBuckets, ReplayWindow: s.ReplayWindow, Clock: clk})
+		cm := memory.New(opts)
 		go cm.Run(ctx, s.JanitorInterval)
 		cand = cm
 	}

@@ -117,8 +117,10 @@ func envName(name string) string {
 // a pflag.Flag whose Value parses into its field.
 type boundSettings struct{ flags, rest *pflag.FlagSet }
 
-// bindSettings binds every setting to s, each at its default.
+// bindSettings binds every setting to s, each at its default, and sets
+// the fields that are not settings (Redis.WatchEvery).
 func bindSettings(s *settings) boundSettings {
+	s.Redis.WatchEvery = redisWatchEvery
 	b := boundSettings{pflag.NewFlagSet("serve", pflag.ContinueOnError), pflag.NewFlagSet("serve", pflag.ContinueOnError)}
 	b.flags.SortFlags = false // in the table's order
 	for _, st := range settingsTable {
@@ -165,7 +167,6 @@ func loadSettings(args []string) (settings, error) {
 	if err := errors.Join(errs...); err != nil {
 		return settings{}, err
 	}
-	s.Redis.WatchEvery = redisWatchEvery
 	return s, s.check()
 }
 

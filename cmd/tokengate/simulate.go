@@ -42,13 +42,8 @@ func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	pols := make([]*policy.Policy, len(files))
 	for i, f := range files {
-		// The loader of `tokengate validate`: every format it reads, a
-		// file or a directory.
-		fl, err := policy.ReadFiles(f)
-		if err != nil {
-			return err
-		}
-		if pols[i], err = policy.ParseFiles(f, fl); err != nil {
+		var err error
+		if pols[i], err = readPolicy(f); err != nil {
 			return err
 		}
 	}

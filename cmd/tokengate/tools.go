@@ -32,6 +32,16 @@ func validate(args []string, stdout io.Writer) error {
 	return policy.ValidateFiles(stdout, path, files)
 }
 
+// readPolicy compiles the policy file or directory at path, in either
+// format, as validate reads it.
+func readPolicy(path string) (*policy.Policy, error) {
+	files, err := policy.ReadFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	return policy.ParseFiles(path, files)
+}
+
 // explain is `tokengate explain --policy FILE --domain D key=value ...`,
 // or, with --front-door, which descriptors a front door builds for a
 // request and the rules they hit.
@@ -62,15 +72,13 @@ func explain(args []string, stdout io.Writer) error {
 	} else if fs.NArg() > 0 {
 		return fmt.Errorf("explain: with --front-door, describe the request with flags, not descriptor entries %q", fs.Args())
 	}
-	name, files := config.DefaultName, []policy.File{{Name: config.DefaultName, Data: config.Default}}
-	if *file != "" {
-		var err error
-		if files, err = policy.ReadFiles(*file); err != nil {
-			return err
-		}
-		name = *file
+	var p *policy.Policy
+	var err error
+	if *file == "" {
+		p, err = policy.Parse(config.DefaultName, config.Default)
+	} else {
+		p, err = readPolicy(*file)
 	}
-	p, err := policy.ParseFiles(name, files)
 	if err != nil {
 		return err
 	}
