@@ -174,11 +174,10 @@ func (r *reader) rule(n *yaml.Node, domainName string, index int) *Rule {
 	} else {
 		rule.Match = r.match(v, a)
 	}
-	bad := false
-	rule.Unlimited, bad = r.flag(f, a, "unlimited")
-	var badNot bool
+	var badUnlimited, badNot bool
+	rule.Unlimited, badUnlimited = r.flag(f, a, "unlimited")
 	rule.NotLimited, badNot = r.flag(f, a, "not_limited")
-	bad = bad || badNot
+	bad := badUnlimited || badNot
 	switch {
 	case rule.Unlimited && rule.NotLimited:
 		r.fail(f["not_limited"], a, "not_limited", errors.New("not allowed with unlimited: true"))
