@@ -177,12 +177,7 @@ func (r *reader) refNode(n *yaml.Node, a at, path string) *refNode {
 		node.composite += "_" + node.value
 	}
 	here := joinPath(path, node.composite)
-	node.pattern = Pattern{Key: node.key, Value: node.value, Kind: MatchExact}
-	if node.value == "" {
-		node.pattern = Pattern{Key: node.key, Kind: MatchAny}
-	} else if strings.Contains(node.value, "*") {
-		node.pattern, _ = parsePattern(node.key, node.value, true) // never fails on a non-empty value
-	}
+	node.pattern, _ = parsePattern(node.key, node.value, node.value != "") // never fails: no empty value
 	node.shadow, _ = r.flag(f, a, "shadow_mode")
 	node.detailed, _ = r.flag(f, a, "detailed_metric")
 	node.toMetric, _ = r.flag(f, a, "value_to_metric")
