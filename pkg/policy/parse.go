@@ -21,12 +21,6 @@ var (
 	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "current_limit", "quota"}
 )
 
-// parse reads and validates a policy file into a Policy whose rules have
-// no Version yet. It reports every issue it finds, sorted by line.
-func parse(file string, data []byte) (*Policy, error) {
-	return parseFiles(file, []File{{Name: file, Data: data}})
-}
-
 func (r *reader) policy(root *yaml.Node, p *Policy) {
 	f := r.fields(root, at{}, "policy", topFields)
 	if f == nil {
