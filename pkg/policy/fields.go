@@ -8,6 +8,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
 
@@ -49,22 +50,13 @@ func (r *reader) shared(n *yaml.Node, p Pattern) (bool, error) {
 func (r *reader) deny(rule *Rule, f map[string]*yaml.Node, a at) {
 	rule.Deny = true
 	for _, field := range bucketFields {
-		if v := f[field]; v != nil && !contains(denyFields, field) {
+		if v := f[field]; v != nil && !slices.Contains(denyFields, field) {
 			r.fail(v, a, field, errors.New("not allowed on a rule of capacity 0 (it denies everything and has no bucket)"))
 		}
 	}
 	rule.Shadow, _ = r.flag(f, a, "shadow")
 	rule.Quota, _ = r.flag(f, a, "quota")
 	r.currentLimit(rule, f, a)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // currentLimit reads current_limit's requests_per_unit and unit, which
@@ -87,10 +79,7 @@ func (r *reader) currentLimit(rule *Rule, f map[string]*yaml.Node, a at) {
 	if rn == nil {
 		return
 	}
-	rpu, err := integer(rn)
-	if err == nil && (rpu < 0 || rpu > 1<<32-1) {
-		err = fmt.Errorf("%d is out of range [0, %d]", rpu, uint32(1<<32-1))
-	}
+	rpu, err := requestsPerUnit(rn)
 	if err != nil {
 		r.fail(rn, a, "current_limit", fmt.Errorf("requests_per_unit: %w", err))
 		return
@@ -108,11 +97,24 @@ func (r *reader) currentLimit(rule *Rule, f map[string]*yaml.Node, a at) {
 		r.fail(rn, a, "current_limit", err)
 		return
 	}
-	rule.Limit.Given, rule.Limit.RequestsPerUnit, rule.Limit.Unit = true, uint32(rpu), unit
+	rule.Limit.Given, rule.Limit.RequestsPerUnit, rule.Limit.Unit = true, rpu, unit
+}
+
+// requestsPerUnit reads a requests_per_unit: a whole number that fits in
+// 32 bits, as the reference's is.
+func requestsPerUnit(n *yaml.Node) (uint32, error) {
+	v, err := integer(n)
+	if err == nil && (v < 0 || v > 1<<32-1) {
+		err = fmt.Errorf("%d is out of range [0, %d]", v, uint32(1<<32-1))
+	}
+	if err != nil {
+		return 0, err
+	}
+	return uint32(v), nil
 }
 
 // sameRate checks that rpu per unit is the rule's refill rate.
-func sameRate(rule *Rule, rpu int64, unit Unit) error {
+func sameRate(rule *Rule, rpu uint32, unit Unit) error {
 	if rule.Deny {
 		if rpu != 0 {
 			return fmt.Errorf("requests_per_unit %d: a rule of capacity 0 allows 0", rpu)
@@ -120,7 +122,7 @@ func sameRate(rule *Rule, rpu int64, unit Unit) error {
 		return nil
 	}
 	want := rule.params.Rate()
-	got, err := bucket.NewRate(rpu, unit.Duration())
+	got, err := unitRate(rpu, unit)
 	if err != nil || got != want {
 		return fmt.Errorf("%d per %s is not the refill rate %s", rpu, unit, want)
 	}

@@ -80,10 +80,8 @@ func nativeOf(r *Rule) nativeRule {
 	nr := nativeRule{Name: r.Name, Unlimited: r.Unlimited, NotLimited: r.NotLimited, Shadow: r.Shadow, Quota: r.Quota, Replaces: r.Replaces}
 	for _, m := range r.Match {
 		e := nativeEntry{Key: m.Key, Shared: m.Shared, Metric: m.Metric, Literal: m.Kind == MatchExact && strings.Contains(m.Value, "*")}
-		if m.Kind != MatchAny {
+		if m.Kind != MatchAny || m.Shared {
 			e.Value = m.written()
-		} else if m.Shared {
-			e.Value = "*"
 		}
 		nr.Match = append(nr.Match, e)
 	}

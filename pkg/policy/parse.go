@@ -21,12 +21,6 @@ var (
 	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "current_limit", "quota"}
 )
 
-// parse reads and validates a policy file into a Policy whose rules have
-// no Version yet. It reports every issue it finds, sorted by line.
-func parse(file string, data []byte) (*Policy, error) {
-	return parseFiles(file, []File{{Name: file, Data: data}})
-}
-
 func (r *reader) policy(root *yaml.Node, p *Policy) {
 	f := r.fields(root, at{}, "policy", topFields)
 	if f == nil {
@@ -174,11 +168,10 @@ func (r *reader) rule(n *yaml.Node, domainName string, index int) *Rule {
 	} else {
 		rule.Match = r.match(v, a)
 	}
-	bad := false
-	rule.Unlimited, bad = r.flag(f, a, "unlimited")
-	var badNot bool
+	var badUnlimited, badNot bool
+	rule.Unlimited, badUnlimited = r.flag(f, a, "unlimited")
 	rule.NotLimited, badNot = r.flag(f, a, "not_limited")
-	bad = bad || badNot
+	bad := badUnlimited || badNot
 	switch {
 	case rule.Unlimited && rule.NotLimited:
 		r.fail(f["not_limited"], a, "not_limited", errors.New("not allowed with unlimited: true"))

@@ -137,13 +137,10 @@ func (p Pattern) covers(q Pattern) bool {
 // String is the pattern as written in the file: "key", "key=value",
 // "key=prefix*" or "key=gl*ob".
 func (p Pattern) String() string {
-	switch p.Kind {
-	case MatchExact, MatchGlob:
-		return p.Key + "=" + p.Value
-	case MatchPrefix:
-		return p.Key + "=" + p.Value + "*"
+	if p.Kind == MatchAny {
+		return p.Key
 	}
-	return p.Key
+	return p.Key + "=" + p.written()
 }
 
 // written is the value as the file wrote it: "*" for any value.

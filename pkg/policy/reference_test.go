@@ -137,11 +137,7 @@ func TestReferenceDirectory(t *testing.T) {
 // describe says what a descriptor gets: "none" (no rule, or a stop),
 // "unlimited", or "N/unit name=... [deny] [shadow]".
 func describeMatch(p *Policy, domain string, kv ...string) string {
-	var entries []Entry
-	for i := 0; i+1 < len(kv); i += 2 {
-		entries = append(entries, Entry{kv[i], kv[i+1]})
-	}
-	r := p.Match(domain, entries)
+	r := p.Match(domain, entries(kv...))
 	switch {
 	case r == nil || r.NotLimited:
 		return "none"

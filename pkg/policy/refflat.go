@@ -87,7 +87,7 @@ func keySequences(nodes []*refNode) [][]string {
 // n top-level keys costs n lookups, not n².
 type siblings map[string][]*refNode
 
-// index returns the preference lists of a level, made once.
+// of returns the preference lists of a level, made once.
 func (ix levelIndex) of(nodes []*refNode) siblings {
 	if len(nodes) == 0 {
 		return nil
@@ -100,22 +100,21 @@ func (ix levelIndex) of(nodes []*refNode) siblings {
 		s[n.key] = append(s[n.key], n)
 	}
 	for key, same := range s {
-		s[key] = preference(same, key)
+		s[key] = preference(same)
 	}
 	ix[&nodes[0]] = s
 	return s
 }
 
-// preference is the walk's order among siblings with one key: exact
+// preference is the walk's order among siblings of one key: exact
 // values, then wildcards in file order, then the value-less node. The
 // reference finds a wildcard node by its literal text first, with the
 // exact values ("x*" is the map key of wildcard x*): where an earlier
 // wildcard would take that text, the node comes first as an exact alias.
-func preference(nodes []*refNode, key string) []*refNode {
+func preference(nodes []*refNode) []*refNode {
 	var exact, wild, any []*refNode
 	for _, n := range nodes {
 		switch {
-		case n.key != key:
 		case n.value == "":
 			any = append(any, n)
 		case strings.Contains(n.value, "*"):

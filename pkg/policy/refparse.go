@@ -23,6 +23,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -79,7 +80,7 @@ func (r *reader) refFields(n *yaml.Node, a at, what string, here []string) map[s
 	keep := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Column: n.Column}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
-		if k.Kind == yaml.ScalarNode && !contains(here, k.Value) && contains(refKeys, k.Value) {
+		if k.Kind == yaml.ScalarNode && !slices.Contains(here, k.Value) && slices.Contains(refKeys, k.Value) {
 			r.warn(k.Line, a, k.Value, fmt.Errorf("%s: ignored here, as envoyproxy/ratelimit ignores it", what))
 			continue
 		}
@@ -176,12 +177,7 @@ func (r *reader) refNode(n *yaml.Node, a at, path string) *refNode {
 		node.composite += "_" + node.value
 	}
 	here := joinPath(path, node.composite)
-	node.pattern = Pattern{Key: node.key, Value: node.value, Kind: MatchExact}
-	if node.value == "" {
-		node.pattern = Pattern{Key: node.key, Kind: MatchAny}
-	} else if strings.Contains(node.value, "*") {
-		node.pattern, _ = parsePattern(node.key, node.value, true) // never fails on a non-empty value
-	}
+	node.pattern, _ = parsePattern(node.key, node.value, node.value != "") // never fails: no empty value
 	node.shadow, _ = r.flag(f, a, "shadow_mode")
 	node.detailed, _ = r.flag(f, a, "detailed_metric")
 	node.toMetric, _ = r.flag(f, a, "value_to_metric")
@@ -231,14 +227,11 @@ func (r *reader) refLimit(n *yaml.Node, a at, what string) *refLimit {
 		r.fail(n, a, "rate_limit", fmt.Errorf("%s: invalid rate limit unit '': unit missing", what))
 	}
 	if rn := f["requests_per_unit"]; rn != nil {
-		v, err := integer(rn)
-		if err == nil && (v < 0 || v > 1<<32-1) {
-			err = fmt.Errorf("%d is out of range [0, %d]", v, uint32(1<<32-1))
-		}
+		v, err := requestsPerUnit(rn)
 		if err != nil {
 			r.fail(rn, a, "rate_limit", fmt.Errorf("%s: requests_per_unit: %w", what, err))
 		}
-		l.rpu = uint32(v)
+		l.rpu = v
 	} else if !l.unlimited {
 		r.warn(n.Line, a, "rate_limit", fmt.Errorf("%s: requests_per_unit missing: it is 0, every request is over the limit", what))
 	}

@@ -280,10 +280,11 @@ func (w *Watcher) Close() error {
 }
 
 // Reload re-reads the file (or the directory's files) now. When the
-// content differs from the last tried it is compiled against the serving policy and, if good, swapped in
-// and activated; a bad file leaves the serving policy in place and is
-// returned as the error. Content already tried (good or bad) is skipped
-// and returns nil, so a bad file is reported once, not on every poll.
+// content differs from the last tried it is compiled against the serving
+// policy and, if good, swapped in and activated; a bad file leaves the
+// serving policy in place and is returned as the error. Content already
+// tried (good or bad) is skipped and returns nil, so a bad file is
+// reported once, not on every poll.
 func (w *Watcher) Reload() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
