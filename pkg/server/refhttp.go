@@ -34,7 +34,7 @@ const maxJSONBody = maxRecvMsgSize
 // healthcheck is GET /healthcheck: 200 "OK" while tokengate answers, 500
 // once it drains or, with ReadyRequiresStore, while the store fails.
 func (s *Server) healthcheck(w http.ResponseWriter, _ *http.Request) {
-	if s.draining.Load() || s.notReady(s.storeErr()) != nil {
+	if s.draining.Load() || s.notReadyNow() != nil {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
