@@ -231,7 +231,7 @@ func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, 
 		b := s.result.Buckets[it.key]
 		b.Decisions++
 		if b.Label == "" {
-			b.Label = label(r, req.Descriptors[i].Entries)
+			b.Label = r.KeyString(s.entries(req.Descriptors[i])) // the bucket as explain writes it
 		}
 		b.Tokens = addMin(b.Tokens, at, it.result.Remaining)
 	}
