@@ -1,10 +1,6 @@
 package metrics
 
-import (
-	"strconv"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // Disagreements between the live policy's answer to a request and the
 // candidate's, the values of the "kind" label of
@@ -65,8 +61,9 @@ func NewCandidate(reg prometheus.Registerer) *Candidate {
 // SetPolicy records the candidate now in shadow; with ok false, that there
 // is none.
 func (m *Candidate) SetPolicy(revision int64, sha256 string, ok bool) {
-	m.PolicyInfo.Reset()
-	if ok {
-		m.PolicyInfo.WithLabelValues(strconv.FormatInt(revision, 10), sha256).Set(1)
+	if !ok {
+		m.PolicyInfo.Reset()
+		return
 	}
+	setPolicyInfo(m.PolicyInfo, revision, sha256)
 }

@@ -139,7 +139,12 @@ func (m *Metrics) SetPolicy(revision int64, sha256 string) (decreased bool) {
 	if decreased {
 		m.RevisionDecreases.Inc()
 	}
-	m.PolicyInfo.Reset()
-	m.PolicyInfo.WithLabelValues(strconv.FormatInt(revision, 10), sha256).Set(1)
+	setPolicyInfo(m.PolicyInfo, revision, sha256)
 	return decreased
+}
+
+// setPolicyInfo leaves g with one series, 1 for revision and sha256.
+func setPolicyInfo(g *prometheus.GaugeVec, revision int64, sha256 string) {
+	g.Reset()
+	g.WithLabelValues(strconv.FormatInt(revision, 10), sha256).Set(1)
 }

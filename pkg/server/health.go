@@ -52,6 +52,15 @@ func (s *Server) notReady(storeErr error) error {
 	return nil
 }
 
+// notReadyNow is notReady with the store checked now, only when readiness
+// follows it.
+func (s *Server) notReadyNow() error {
+	if err := s.notReady(nil); err != nil || !s.opts.ReadyRequiresStore {
+		return err
+	}
+	return s.storeErr()
+}
+
 // trackHealth keeps the gRPC health statuses and tokengate_store_degraded
 // in step with the store, checked every healthEvery, until the returned
 // stop is called.
@@ -106,21 +115,11 @@ func (s *Server) setHealth(storeErr error) {
 // store from the latest check; 503 when it cannot (no policy yet from its
 // source, or ReadyRequiresStore and the store fails now).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	if s.opts.Ready != nil {
-		if err := s.opts.Ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-	}
-	if s.opts.ReadyRequiresStore {
-		if err := s.storeErr(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ready\n"))
+	if err := s.notReadyNow(); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	if why := s.degraded.Load(); why != nil {
+	if why := s.degraded.Load(); why != nil && !s.opts.ReadyRequiresStore {
 		w.Write([]byte("ready; store degraded, on_store_error answering: " + *why + "\n"))
 		return
 	}

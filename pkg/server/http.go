@@ -60,11 +60,11 @@ func (l HTTPLimits) orDefaults() HTTPLimits {
 	return l
 }
 
-// newHTTP builds the HTTP server within opts.HTTP's limits.
-func (s *Server) newHTTP() *http.Server {
+// newHTTP builds an HTTP server of h within opts.HTTP's limits.
+func (s *Server) newHTTP(h http.Handler) *http.Server {
 	l := s.opts.HTTP.orDefaults()
 	return &http.Server{
-		Handler:           s.routes(),
+		Handler:           h,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,
@@ -93,13 +93,18 @@ func (s *Server) routes() *http.ServeMux {
 		mux.Handle("/v1/check", fa)
 	}
 	if s.opts.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		handlePprof(mux)
 	}
 	return mux
+}
+
+// handlePprof serves net/http/pprof under /debug/pprof/ on mux.
+func handlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // policyView is /debug/policy: what is serving, rule by rule.

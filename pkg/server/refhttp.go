@@ -12,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -35,7 +34,7 @@ const maxJSONBody = maxRecvMsgSize
 // healthcheck is GET /healthcheck: 200 "OK" while tokengate answers, 500
 // once it drains or, with ReadyRequiresStore, while the store fails.
 func (s *Server) healthcheck(w http.ResponseWriter, _ *http.Request) {
-	if s.draining.Load() || s.notReady(s.storeErr()) != nil {
+	if s.draining.Load() || s.notReadyNow() != nil {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
@@ -80,11 +79,7 @@ func (s *Server) debugRoutes() *http.ServeMux {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, DumpPolicy(s.opts.Policy()))
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	handlePprof(mux)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, "/debug/pprof/: pprof\n/rlconfig: the policy serving, one line a rule\n")
 	})
@@ -138,9 +133,7 @@ func (s *Server) listenSide(name, addr string, h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("server: %s listener: %w", name, err)
 	}
-	srv := s.newHTTP()
-	srv.Handler = h
-	s.side = append(s.side, sideServer{name, l, srv})
+	s.side = append(s.side, sideServer{name, l, s.newHTTP(h)})
 	return nil
 }
 

@@ -196,7 +196,7 @@ func New(opts Options) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.okObservers = s.buildOKObservers()
-	s.http = s.newHTTP()
+	s.http = s.newHTTP(s.routes())
 	return s, nil
 }
 

@@ -68,9 +68,10 @@ func (sc *scratch) decideWithoutOverQuotas(ctx context.Context, st store.Store, 
 // quotaRequestID is the id of a request's second decision, derived from
 // its id.
 func quotaRequestID(id *requestID) requestID {
-	h := sha256.New()
-	h.Write(id[:])
-	h.Write([]byte("quota"))
-	var sum [32]byte
-	return requestID(h.Sum(sum[:0])[:16])
+	const suffix = "quota"
+	var b [len(id) + len(suffix)]byte
+	copy(b[:], id[:])
+	copy(b[len(id):], suffix)
+	sum := sha256.Sum256(b[:])
+	return requestID(sum[:16])
 }

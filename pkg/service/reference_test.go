@@ -35,12 +35,17 @@ type refFixture struct {
 }
 
 func newRefFixture(t *testing.T, pol *policy.Policy) *refFixture {
+	return newRefFixtureWith(t, pol, Options{})
+}
+
+// newRefFixtureWith is newRefFixture with the other fields of opts set.
+func newRefFixtureWith(t *testing.T, pol *policy.Policy, opts Options) *refFixture {
 	pol.Activate()
 	clk := new(clock.Fake)
 	clk.Set(int64(time.Hour))
 	reg := prometheus.NewRegistry()
-	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: memory.New(memory.Options{Clock: clk}),
-		StoreName: "memory", Metrics: metrics.New(reg), Clock: clk})
+	opts.Policy, opts.Store, opts.StoreName, opts.Metrics, opts.Clock = func() *policy.Policy { return pol }, memory.New(memory.Options{Clock: clk}), "memory", metrics.New(reg), clk
+	svc, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

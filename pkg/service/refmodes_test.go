@@ -2,29 +2,12 @@ package service
 
 import (
 	"testing"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/tokengate/tokengate/pkg/clock"
-	"github.com/tokengate/tokengate/pkg/metrics"
-	"github.com/tokengate/tokengate/pkg/policy"
-	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
 func newModeFixture(t *testing.T, opts Options) *refFixture {
-	pol := readRef(t, refData+"integration")
-	pol.Activate()
-	clk := new(clock.Fake)
-	clk.Set(int64(time.Hour))
-	reg := prometheus.NewRegistry()
-	opts.Policy, opts.Store, opts.StoreName, opts.Metrics, opts.Clock = func() *policy.Policy { return pol }, memory.New(memory.Options{Clock: clk}), "memory", metrics.New(reg), clk
-	svc, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &refFixture{t, svc, clk, reg}
+	return newRefFixtureWith(t, readRef(t, refData+"integration"), opts)
 }
 
 // SHADOW_MODE: the overall code is OK, each status says what it would be,

@@ -1,11 +1,5 @@
 package simulate
 
-import (
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-
-	"github.com/tokengate/tokengate/pkg/policy"
-)
-
 // Result is what a trace decided under one policy.
 type Result struct {
 	Policy    string // the policy file's name
@@ -127,13 +121,4 @@ func addMin(ps []Point, at, v int64) []Point {
 		return ps
 	}
 	return append(ps, Point{At: sec, Value: v})
-}
-
-// label is the bucket of r for a descriptor's entries, as explain writes it.
-func label(r *policy.Rule, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
-	es := make([]policy.Entry, len(entries))
-	for i, e := range entries {
-		es[i] = policy.Entry{Key: e.Key, Value: e.Value}
-	}
-	return r.KeyString(es)
 }

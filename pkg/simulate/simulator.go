@@ -45,7 +45,6 @@ type Options struct {
 // service on a memory store, on a clock that only the requests move. It is
 // not safe for concurrent use: a simulation is one request after another.
 type Simulator struct {
-	pol       *policy.Policy
 	clk       *clock.Fake
 	svc       *service.Service
 	rec       *recorder
@@ -70,7 +69,7 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 	}
 	pol.Activate()
 	s := &Simulator{
-		pol: pol, clk: new(clock.Fake),
+		clk:    new(clock.Fake),
 		byRule: map[*policy.Rule]*RuleResult{}, byVersion: map[*bucket.Version]*policy.Rule{},
 		result: Result{Policy: pol.Name()}, metrics: metrics.New(prometheus.NewRegistry()),
 	}
@@ -152,7 +151,7 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 	var next [2]int
 	for i, r := range d.Rules {
 		if r == nil {
-			if !s.isRequestID(req, i) {
+			if d.Verdicts[i].Result != service.ResultRequestID {
 				res.NoRule++
 			}
 			continue
@@ -218,14 +217,6 @@ func classify(it *decided, whole bool) outcome {
 	return outcomeAllowed
 }
 
-// isRequestID says whether descriptor i is the request id, which has no
-// rule and is no descriptor no rule matched.
-func (s *Simulator) isRequestID(req *Request, i int) bool {
-	k := s.pol.RequestIDKey()
-	e := req.Descriptors[i].Entries
-	return k != "" && len(e) == 1 && e[0].Key == k
-}
-
 // bucket counts a decision of a bucket, or records the tokens of a
 // followed one.
 func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, i int) {
@@ -240,7 +231,7 @@ func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, 
 		b := s.result.Buckets[it.key]
 		b.Decisions++
 		if b.Label == "" {
-			b.Label = label(r, req.Descriptors[i].Entries)
+			b.Label = r.KeyString(s.entries(req.Descriptors[i])) // the bucket as explain writes it
 		}
 		b.Tokens = addMin(b.Tokens, at, it.result.Remaining)
 	}
