@@ -47,15 +47,6 @@ func debugCandidate(t *testing.T, p *tgproc.Proc) candidateView {
 	return v
 }
 
-func wantMetrics(t *testing.T, p *tgproc.Proc, want map[string]string) {
-	t.Helper()
-	for sample, v := range want {
-		if got := p.Metric(t, sample); got != v {
-			t.Errorf("%s = %q, want %q", sample, got, v)
-		}
-	}
-}
-
 func askAlice(t *testing.T, p *tgproc.Proc, n int) []*rlsv3.RateLimitResponse {
 	t.Helper()
 	var out []*rlsv3.RateLimitResponse
@@ -82,7 +73,7 @@ func TestCandidateCounted(t *testing.T) {
 			t.Fatalf("request %d: %v with the candidate, %v without", i, got[i], want[i])
 		}
 	}
-	wantMetrics(t, p, map[string]string{
+	p.WantMetrics(t, map[string]string{
 		`tokengate_decisions_total{domain="edge",result="ok",rule="per-user"}`:                                          "8",
 		`tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`:                                "5",
 		`tokengate_candidate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`:                        "3",
@@ -143,7 +134,7 @@ func TestCandidateReload(t *testing.T) {
 		t.Fatalf("a candidate from a bad file: %+v", v)
 	}
 	askAlice(t, p, 1)
-	wantMetrics(t, p, map[string]string{
+	p.WantMetrics(t, map[string]string{
 		`tokengate_decisions_total{domain="edge",result="ok",rule="per-user"}`:           "1",
 		`tokengate_candidate_policy_reloads_total{result="failure"}`:                     "1",
 		`tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`: "",
@@ -177,7 +168,7 @@ func TestCandidateReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgproc.Eventually(t, "no candidate once its file is removed", func() bool { return debugCandidate(t, p).Candidate == nil })
-	wantMetrics(t, p, map[string]string{`tokengate_candidate_policy_reloads_total{result="removed"}`: "1"})
+	p.WantMetrics(t, map[string]string{`tokengate_candidate_policy_reloads_total{result="removed"}`: "1"})
 	before := p.Metric(t, `tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`)
 	for _, r := range askAlice(t, p, 2) {
 		if r.OverallCode != rlsv3.RateLimitResponse_OK {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,6 +82,12 @@ func refEnv(root, redisAddr string, extra ...string) []string {
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false", "RUNTIME_IGNOREDOTFILES=true",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr, "USE_STATSD=false", "LOG_LEVEL=info", "LOG_FORMAT=json",
 	}, extra...)
+}
+
+// loopback is the environment that puts a ratelimit process's listeners on
+// 127.0.0.1: HTTP on port, gRPC and debug on free ports.
+func loopback(port string) []string {
+	return []string{"HOST=127.0.0.1", "PORT=" + port, "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0"}
 }
 
 type refWant struct {
@@ -206,8 +213,7 @@ func TestRatelimitProcess(t *testing.T) {
 func TestRatelimitShadowAndHeaders(t *testing.T) {
 	rd := redistest.Start(t)
 	p := tgproc.StartAs(t, binary, "ratelimit", refEnv(runtimeDir(t, refConfig+"integration"), rd.Addr(),
-		"HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0",
-		"SHADOW_MODE=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true", "LIMIT_REMAINING_HEADER=X-Left")...)
+		append(loopback("0"), "SHADOW_MODE=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true", "LIMIT_REMAINING_HEADER=X-Left")...)...)
 	for i := range 2 {
 		r := p.Ask(t, "basic", 1, tgproc.Descriptor("one_per_minute", "s"))
 		code := map[bool]rlsv3.RateLimitResponse_Code{true: ok, false: over}[i == 0]
@@ -223,9 +229,7 @@ func TestRatelimitShadowAndHeaders(t *testing.T) {
 func TestRatelimitLogDefaults(t *testing.T) {
 	rd := redistest.Start(t)
 	port := freePort(t)
-	env := refEnv(runtimeDir(t, refConfig+"integration"), rd.Addr(), "HOST=127.0.0.1", "PORT="+port, "GRPC_HOST=127.0.0.1", "GRPC_PORT=0",
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0")
-	env = slicesDelete(env, "LOG_LEVEL=info", "LOG_FORMAT=json")
+	env := without(refEnv(runtimeDir(t, refConfig+"integration"), rd.Addr(), loopback(port)...), "LOG_LEVEL=info", "LOG_FORMAT=json")
 	env = append(env, "NEAR_LIMIT_RATIO=0.9") // inert: logged at info, so not at WARN
 	cmd := tgproc.CommandAs(t, binary, "ratelimit", env...)
 	stderr, err := cmd.StderrPipe()
@@ -273,18 +277,9 @@ func TestRatelimitLogDefaults(t *testing.T) {
 	}
 }
 
-func slicesDelete(s []string, drop ...string) []string {
-	var out []string
-	for _, v := range s {
-		keep := true
-		for _, d := range drop {
-			keep = keep && v != d
-		}
-		if keep {
-			out = append(out, v)
-		}
-	}
-	return out
+// without removes from s, in place, every element equal to one of drop.
+func without(s []string, drop ...string) []string {
+	return slices.DeleteFunc(s, func(v string) bool { return slices.Contains(drop, v) })
 }
 
 // Each unsupported variable stops the start with a message naming it, as
@@ -337,7 +332,7 @@ func TestRatelimitRedisEnv(t *testing.T) {
 		{"sentinel", []string{"REDIS_TYPE=SENTINEL", "REDIS_URL=rl-master," + sentinel.Addr()}, master.Addr()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := append(refEnv(root, "unused", "HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0"), tc.env...)
+			env := append(refEnv(root, "unused", loopback("0")...), tc.env...)
 			p := tgproc.StartAs(t, binary, "ratelimit", env...)
 			expectRef(t, "key1", p.Ask(t, "basic", 1, tgproc.Descriptor("key1", tc.name)), ok, refWant{ok, 50, "SECOND", 49})
 			if n, err := redistest.Do(tc.redis, "DBSIZE"); err != nil || n == "0" {
@@ -361,8 +356,8 @@ func TestRatelimitRootSwap(t *testing.T) {
 	if err := os.Symlink(v1, current); err != nil {
 		t.Fatal(err)
 	}
-	env := refEnv(current, rd.Addr(), "HOST=127.0.0.1", "PORT=0", "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0")
-	p := tgproc.StartAs(t, binary, "ratelimit", append(slicesDelete(env, "RUNTIME_WATCH_ROOT=false"), "RUNTIME_WATCH_ROOT=true")...)
+	env := without(refEnv(current, rd.Addr(), loopback("0")...), "RUNTIME_WATCH_ROOT=false")
+	p := tgproc.StartAs(t, binary, "ratelimit", append(env, "RUNTIME_WATCH_ROOT=true")...)
 	expectRef(t, "reload domain before the swap", p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")), ok, refWant{code: ok})
 	// ln -sfn: a new link renamed over the old one.
 	next := filepath.Join(base, "next")

@@ -39,16 +39,12 @@ func TestCandidateKeySpace(t *testing.T) {
 		return p.Metric(t, `tokengate_candidate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`) == "3" &&
 			p.Metric(t, `tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`) == "5"
 	})
-	for sample, want := range map[string]string{
+	p.WantMetrics(t, map[string]string{
 		`tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`:                "5",
 		`tokengate_candidate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`:        "3",
 		`tokengate_candidate_disagreements_total{domain="edge",kind="live_allowed_candidate_rejected"}`: "3",
 		`tokengate_decisions_total{domain="edge",result="ok",rule="per-user"}`:                          "8",
-	} {
-		if got := p.Metric(t, sample); got != want {
-			t.Errorf("%s = %q, want %q", sample, got, want)
-		}
-	}
+	})
 	keys, err := redistest.Do(srv.Addr(), "KEYS", "*")
 	if err != nil {
 		t.Fatal(err)

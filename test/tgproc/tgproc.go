@@ -215,6 +215,17 @@ func MetricAt(t *testing.T, addr, sample string) string {
 	return ""
 }
 
+// WantMetrics reports an error for each sample of want whose value on
+// /metrics is not the one given ("" for absent).
+func (p *Proc) WantMetrics(t *testing.T, want map[string]string) {
+	t.Helper()
+	for sample, v := range want {
+		if got := p.Metric(t, sample); got != v {
+			t.Errorf("%s = %q, want %q", sample, got, v)
+		}
+	}
+}
+
 // WaitHealth waits up to 15s, on a grpc.health.v1 Watch stream, until the
 // health of service on conn is want.
 func WaitHealth(t *testing.T, conn *grpc.ClientConn, service string, want healthpb.HealthCheckResponse_ServingStatus) {

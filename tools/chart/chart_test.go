@@ -15,6 +15,7 @@ import (
 	goyaml "sigs.k8s.io/yaml"
 
 	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/tools/internal/build"
 )
 
 // values reads a values override written as YAML, as `helm install -f`.
@@ -278,7 +279,7 @@ func TestRefuses(t *testing.T) {
 // TestDefaultPolicy: the policy in values.yaml is tokengate's built-in
 // policy, rule for rule (comments aside).
 func TestDefaultPolicy(t *testing.T) {
-	builtin, err := os.ReadFile(filepath.Join(chartDir(t), "..", "..", "config", "default.yaml"))
+	builtin, err := os.ReadFile(filepath.Join(build.Root(t), "config", "default.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -27,6 +26,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tokengate/tokengate/tools/internal/build"
 	"github.com/tokengate/tokengate/tools/internal/kube"
 )
 
@@ -39,14 +39,9 @@ const (
 // chart needs at least 1.27 (native gRPC probes).
 var kubeVersion = chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
 
-// chartDir is charts/tokengate, found from this file so that the test runs
-// from any directory.
+// chartDir is charts/tokengate under the repository's root.
 func chartDir(t testing.TB) string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "charts", "tokengate")
+	return filepath.Join(build.Root(t), "charts", "tokengate")
 }
 
 func loadChart(t testing.TB) *chart.Chart {

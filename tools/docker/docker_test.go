@@ -21,20 +21,15 @@ import (
 
 	"github.com/moby/patternmatcher"
 	"github.com/moby/patternmatcher/ignorefile"
-)
 
-func repoRoot(t *testing.T) string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/tools/internal/build"
+)
 
 // instructions reads the Dockerfile's instructions, one per element,
 // without comments and with continuation lines joined.
 func instructions(t *testing.T) []string {
-	data, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile"))
+	data, err := os.ReadFile(filepath.Join(build.Root(t), "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +128,7 @@ func TestBuildStage(t *testing.T) {
 // buildContext copies into a temporary directory what Docker would send
 // as the build context: the repository less what .dockerignore excludes.
 func buildContext(t *testing.T) string {
-	root := repoRoot(t)
+	root := build.Root(t)
 	data, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
 	if err != nil {
 		t.Fatal(err)
@@ -221,18 +216,7 @@ func TestRatelimitLink(t *testing.T) {
 		t.Fatalf("bin/ratelimit: %q, %v; want a link to /tokengate", target, err)
 	}
 
-	bin := filepath.Join(t.TempDir(), "tokengate")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tokengate")
-	build.Dir = repoRoot(t)
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	ratelimit := filepath.Join(t.TempDir(), "ratelimit")
-	if err := os.Symlink(bin, ratelimit); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(ratelimit)
-	cmd.Env = []string{"RUNTIME_SUBDIRECTORY=ratelimit", "BACKEND_TYPE=memcache"}
+	cmd := tgproc.CommandAs(t, build.Tokengate(t), "ratelimit", "RUNTIME_SUBDIRECTORY=ratelimit", "BACKEND_TYPE=memcache")
 	b, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(b), `BACKEND_TYPE="memcache"`) {
 		t.Fatalf("ratelimit with BACKEND_TYPE=memcache: %v\n%s", err, b)
