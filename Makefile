@@ -6,6 +6,8 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run 'Cardinality' ./pkg/store/memory/
+# Allocation counts, which the race detector's sync.Pool makes vary.
+	$(GO) test -count=1 -run 'AllocatesNothing' ./pkg/service/
 # Each fuzz target briefly (one per invocation; BENCHMARKS.md, Fuzzing).
 # Redis answers make coverage vary between runs of one input, so
 # minimising what looks new is capped.

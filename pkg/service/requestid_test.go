@@ -109,6 +109,10 @@ func TestRequestIDReplayAfterHashing(t *testing.T) {
 // TestRequestIDAllocatesNothing: hashing the id costs the hot path no
 // allocation; a request with an id allocates what one without does.
 func TestRequestIDAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		// The pooled scratch is dropped at random: counts vary by run.
+		t.Skip("allocation counts under the race detector vary; make test runs this without it")
+	}
 	f := newFixture(t, &nopStore{})
 	with := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("user_id", "u"), descr("request_id", strings.Repeat("i", 4096))}}
 	without := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("user_id", "u"), descr("user_id", "v")}}
