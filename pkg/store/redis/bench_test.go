@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redis/rueidis"
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
@@ -142,6 +143,118 @@ func BenchmarkDecideCluster(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(sum()-before)/float64(n), "fcall/op")
+		})
+	}
+}
+
+// floorLibrary reads its keys with one MGET and writes each back with a
+// SETRANGE of ARGV[1], deciding nothing: the least a design pays that
+// reads and writes every bucket inside one function call.
+const floorLibrary = `#!lua name=tgfloor
+redis.register_function('tgfloor', function(keys, args)
+  redis.call('MGET', unpack(keys))
+  for i = 1, #keys do redis.call('SETRANGE', keys[i], '0', args[1]) end
+  return #keys
+end)`
+
+// BenchmarkPerBucket puts the store's Redis time per bucket beside two
+// yardsticks, in one run against one redis-server, each summed over INFO
+// commandstats as shared/bench/vs-peer.sh sums it (a function's nested
+// commands counted again):
+//   - reference: what envoyproxy/ratelimit sends per descriptor, INCRBY
+//     and PEXPIRE, pipelined, for 1 and 8 descriptors a request;
+//   - read-write floor: floorLibrary on batches of 64 buckets (its call's
+//     own cost spread thin), writing the store's balance size;
+//   - tokengate: Decide on 1 and 8 buckets a request, batched.
+//
+// Each runs 64 callers.
+//
+// The keys are the same shape and spread in all three. The floor over the
+// reference is what no exact design deciding inside Redis can go below by
+// this measure; tokengate over the floor is what its decisions add.
+func BenchmarkPerBucket(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv.Addr())
+	ctx := context.Background()
+	if err := c.Do(ctx, c.B().FunctionLoad().Replace().FunctionCode(floorLibrary).Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
+	s := newStore(b, c, Options{})
+	v := storetest.Version(b, 1, 1_000_000_000, "1000000/s")
+	balance := strings.Repeat("b", 8*recBalanceNumbers)
+	var n atomic.Int64
+	// name is the i-th of the 8000 buckets all three use: "user-U-J", as
+	// tokengate's 8-bucket requests name theirs.
+	name := func(i int64) string {
+		i %= 8000
+		return "user-" + strconv.FormatInt(i/8, 10) + "-" + strconv.FormatInt(i%8, 10)
+	}
+	// keys returns the next caller's k keys, as the store names them.
+	keys := func(k int) []string {
+		i := n.Add(1) * int64(k)
+		ks := make([]string, k)
+		for j := range ks {
+			ks[j] = s.rawBucketKey(tagBytes(name(i + int64(j))))
+		}
+		return ks
+	}
+	reference := func(b *testing.B, ks []string) {
+		cmds := make(rueidis.Commands, 0, 2*len(ks))
+		for _, k := range ks {
+			cmds = append(cmds, c.B().Incrby().Key(k).Increment(1).Build(), c.B().Pexpire().Key(k).Milliseconds(1000).Build())
+		}
+		for _, r := range c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, bc := range []struct {
+		name    string
+		buckets int // a call's
+		run     func(b *testing.B, ks []string)
+	}{
+		{"reference 1 a request", 1, reference},
+		{"reference 8 a request", 8, reference},
+		{"read-write floor", 64, func(b *testing.B, ks []string) {
+			if err := c.Do(ctx, c.B().Fcall().Function("tgfloor").Numkeys(int64(len(ks))).Key(ks...).Arg(balance).Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"tokengate 1 a request", 1, nil},
+		{"tokengate 8 a request", 8, nil},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if err := c.Do(ctx, c.B().Flushall().Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+			before := commandStatsFull(b, srv.Addr())
+			n.Store(0)
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if bc.run != nil {
+						bc.run(b, keys(bc.buckets))
+						continue
+					}
+					items := make([]store.Item, bc.buckets)
+					i := n.Add(1) * int64(len(items))
+					for k := range items {
+						items[k] = store.Item{Key: name(i + int64(k)), Version: v, Cost: 1}
+					}
+					if _, err := s.Decide(ctx, &store.Request{Items: items}, make([]store.Result, len(items))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.StopTimer()
+			after := commandStatsFull(b, srv.Addr())
+			var usec int64
+			for cmd, st := range after {
+				usec += st[1] - before[cmd][1]
+			}
+			b.ReportMetric(float64(usec)/float64(n.Load()*int64(bc.buckets)), "commandstats-µs/bucket")
 		})
 	}
 }
