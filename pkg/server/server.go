@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -118,8 +117,13 @@ type Server struct {
 
 // gRPC limits, set deliberately: ratelimit requests are small, and Envoy
 // keeps long-lived HTTP/2 connections with its own keepalives. Streams are
-// served by a fixed pool of GOMAXPROCS workers rather than a new goroutine
-// each, and responses are marshalled by vtprotobuf (codec.go).
+// served by a pool of streamWorkers goroutines that live on, and responses
+// are marshalled by vtprotobuf (codec.go). A stream that finds every worker
+// busy gets a goroutine of its own (gRPC's fallback), whose stack then grows
+// by copying: with a pool of GOMAXPROCS workers, 64 requests in flight
+// spent 13% of the server's CPU (8 descriptors, memory store) and 5% (one
+// descriptor, Redis) in runtime.copystack; with 128, under 1%. An idle
+// worker holds only its stack.
 //
 // Keepalive: the server pings a connection quiet for keepaliveTime and
 // closes it when the ping is not answered within keepaliveTimeout (a peer
@@ -132,6 +136,7 @@ type Server struct {
 const (
 	maxRecvMsgSize               = 1 << 20
 	maxConcurrentStreams         = 4096
+	streamWorkers                = 128
 	keepaliveTime                = 30 * time.Second
 	keepaliveTimeout             = 10 * time.Second
 	keepaliveMinTime             = 5 * time.Second
@@ -180,7 +185,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(append(creds,
 		grpc.ForceServerCodecV2(newCodec(opts.Metrics.InvalidUTF8, opts.Logger)),
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
