@@ -21,7 +21,7 @@ COPY . .
 ARG VERSION=dev
 ARG TARGETOS
 ARG TARGETARCH
-RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/tokengate ./cmd/tokengate
+RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -tags vtprotobuf -ldflags "-s -w -X main.version=${VERSION}" -o /out/tokengate ./cmd/tokengate
 # /bin/ratelimit, a link to /tokengate: invoked by that name tokengate is
 # envoyproxy/ratelimit's process, configured by its environment variables
 # (README "Migrating from envoyproxy/ratelimit"); Envoy Gateway runs it so.

@@ -1,5 +1,9 @@
 # The commands README.md documents. `make test` is what CI runs.
 GO ?= go
+# go-control-plane's vtprotobuf marshallers build only with this tag; the
+# gRPC codec marshals responses with them when they are there
+# (pkg/server/codec.go), 3x faster than proto.Marshal.
+export GOFLAGS := -tags=vtprotobuf
 
 .PHONY: test deps run bench
 test: deps

@@ -26,8 +26,11 @@ type vtMarshaler interface {
 //
 // Messages that have vtprotobuf marshalling (every ratelimit.v3 response)
 // are marshalled by it, into a pooled buffer, which saves the reflection
-// walk of every response. Marshalling of any other message is the proto
-// codec's.
+// walk of every response: 3x faster at 8 statuses (BenchmarkMarshalResponse).
+// go-control-plane compiles those marshallers only with the vtprotobuf
+// build tag, which make and the Dockerfile set (TestVTMarshalBuilt checks
+// it then); a plain go build marshals every message with the proto codec,
+// to the same bytes. Marshalling of any other message is the proto codec's.
 //
 // A RateLimitRequest or CheckRequest that proto.Unmarshal refuses is
 // decoded again by unmarshalLenient, which keeps string fields as bytes:

@@ -118,12 +118,13 @@ type Server struct {
 // gRPC limits, set deliberately: ratelimit requests are small, and Envoy
 // keeps long-lived HTTP/2 connections with its own keepalives. Streams are
 // served by a pool of streamWorkers goroutines that live on, and responses
-// are marshalled by vtprotobuf (codec.go). A stream that finds every worker
-// busy gets a goroutine of its own (gRPC's fallback), whose stack then grows
-// by copying: with a pool of GOMAXPROCS workers, 64 requests in flight
-// spent 13% of the server's CPU (8 descriptors, memory store) and 5% (one
-// descriptor, Redis) in runtime.copystack; with 128, under 1%. An idle
-// worker holds only its stack.
+// are marshalled by vtprotobuf when built with its tag (codec.go). A
+// stream that finds every worker busy gets a goroutine of its own (gRPC's
+// fallback), whose stack then grows by copying: with a pool of GOMAXPROCS
+// workers, 64 requests in flight spent 13% of the server's CPU (8
+// descriptors, memory store) and 5% (one descriptor, Redis) in
+// runtime.copystack; with 128, under 1%. An idle worker holds only its
+// stack.
 //
 // Keepalive: the server pings a connection quiet for keepaliveTime and
 // closes it when the ping is not answered within keepaliveTimeout (a peer
