@@ -162,10 +162,10 @@ end)`
 // commandstats as shared/bench/vs-peer.sh sums it (a function's nested
 // commands counted again):
 //   - reference: what envoyproxy/ratelimit sends per descriptor, INCRBY
-//     and PEXPIRE, pipelined, for 1 and 8 descriptors a request;
+//     and PEXPIRE, pipelined, for 1, 8 and 64 descriptors a request;
 //   - read-write floor: floorLibrary on batches of 64 buckets (its call's
 //     own cost spread thin), writing the store's balance size;
-//   - tokengate: Decide on 1 and 8 buckets a request, batched.
+//   - tokengate: Decide on 1, 8 and 64 buckets a request, batched.
 //
 // Each runs 64 callers.
 //
@@ -216,6 +216,7 @@ func BenchmarkPerBucket(b *testing.B) {
 	}{
 		{"reference 1 a request", 1, reference},
 		{"reference 8 a request", 8, reference},
+		{"reference 64 a request", 64, reference},
 		{"read-write floor", 64, func(b *testing.B, ks []string) {
 			if err := c.Do(ctx, c.B().Fcall().Function("tgfloor").Numkeys(int64(len(ks))).Key(ks...).Arg(balance).Build()).Error(); err != nil {
 				b.Fatal(err)
@@ -223,6 +224,7 @@ func BenchmarkPerBucket(b *testing.B) {
 		}},
 		{"tokengate 1 a request", 1, nil},
 		{"tokengate 8 a request", 8, nil},
+		{"tokengate 64 a request", 64, nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			if err := c.Do(ctx, c.B().Flushall().Build()).Error(); err != nil {
