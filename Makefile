@@ -3,7 +3,7 @@ GO ?= go
 # go-control-plane's vtprotobuf marshallers build only with this tag; the
 # gRPC codec marshals responses with them when they are there
 # (pkg/server/codec.go), 3x faster than proto.Marshal.
-export GOFLAGS := -tags=vtprotobuf
+export GOFLAGS += -tags=vtprotobuf
 
 .PHONY: test deps run bench
 test: deps
