@@ -123,21 +123,20 @@ func tagBytes(key string) [16]byte {
 	return [16]byte(sum[:16])
 }
 
-// bucketKey is the Redis key of a bucket: prefix{tag}, the tag in hex. The
-// braces make the tag alone pick the Cluster hash slot.
-func (s *Store) bucketKey(t string) string { return s.opts.KeyPrefix + "{" + t + "}" }
-
-// rawBucketKeys are the keys of the buckets of tags raw.
-func (s *Store) rawBucketKeys(raw [][16]byte) []string {
-	keys := make([]string, len(raw))
+// bucketKeys are the keys of the buckets of tags raw, with room for one
+// more (a request id's).
+func (s *Store) bucketKeys(raw [][16]byte) []string {
+	keys := make([]string, len(raw), len(raw)+1)
 	for i := range raw {
-		keys[i] = s.rawBucketKey(raw[i])
+		keys[i] = s.bucketKey(raw[i])
 	}
 	return keys
 }
 
-// rawBucketKey is bucketKey of the tag t, in one allocation.
-func (s *Store) rawBucketKey(t [16]byte) string {
+// bucketKey is the Redis key of the bucket of tag t: prefix{tag}, the tag
+// in hex, in one allocation. The braces make the tag alone pick the
+// Cluster hash slot.
+func (s *Store) bucketKey(t [16]byte) string {
 	var h [32]byte
 	hex.Encode(h[:], t[:])
 	var b strings.Builder
@@ -151,9 +150,9 @@ func (s *Store) rawBucketKey(t [16]byte) string {
 
 // idKey is the Redis key of a request id's answer, in the slot of the
 // request's first bucket (so that the first call can check it).
-func (s *Store) idKey(t, id string) string {
+func (s *Store) idKey(t [16]byte, id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return s.opts.KeyPrefix + "{" + t + "}:id:" + hex.EncodeToString(sum[:16])
+	return s.bucketKey(t) + ":id:" + hex.EncodeToString(sum[:16])
 }
 
 // header appends the header arguments.

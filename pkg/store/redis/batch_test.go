@@ -97,7 +97,7 @@ func TestBatchCallErrorsStayTheirs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys, args := s.decideArgs(req, []string{tag(key)}, strconv.FormatUint(now, 10))
+		keys, args := s.decideArgs(req, [][16]byte{tagBytes(key)}, strconv.FormatUint(now, 10))
 		return &queued{keys: keys, args: args, done: make(chan struct{})}
 	}
 	unknownOp := good("k")
@@ -173,10 +173,10 @@ func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
 	if s.breaker.fails != 0 {
 		t.Errorf("the breaker counted %d failures", s.breaker.fails)
 	}
-	if out, err := redistest.Do(srv.Addr(), "EXISTS", s.bucketKey(tag("queued"))); err != nil || out != "0" {
+	if out, err := redistest.Do(srv.Addr(), "EXISTS", s.bucketKey(tagBytes("queued"))); err != nil || out != "0" {
 		t.Errorf("the queued request's bucket exists (%q, %v): it was charged", out, err)
 	}
-	if out, err := redistest.Do(srv.Addr(), "EXISTS", s.bucketKey(tag("held"))); err != nil || out != "1" {
+	if out, err := redistest.Do(srv.Addr(), "EXISTS", s.bucketKey(tagBytes("held"))); err != nil || out != "1" {
 		t.Errorf("the held request's bucket: EXISTS %q, %v", out, err)
 	}
 }

@@ -74,15 +74,20 @@ func BenchmarkDecide(b *testing.B) {
 			if calls > 0 {
 				b.ReportMetric(float64(after["fcall"][1]-before["fcall"][1])/float64(calls), "redis-µs/call")
 			}
-			// Every command's time, the nested ones counted again (as
-			// shared/bench/vs-peer.sh sums INFO commandstats).
-			var usec int64
-			for cmd, st := range after {
-				usec += st[1] - before[cmd][1]
-			}
-			b.ReportMetric(float64(usec)/float64(n.Load()), "commandstats-µs/op")
+			b.ReportMetric(float64(commandStatsUsec(before, after))/float64(n.Load()), "commandstats-µs/op")
 		})
 	}
+}
+
+// commandStatsUsec is every command's time from before to after (INFO
+// commandstats), the nested ones counted again, as
+// shared/bench/vs-peer.sh sums it.
+func commandStatsUsec(before, after map[string][2]int64) int64 {
+	var usec int64
+	for cmd, st := range after {
+		usec += st[1] - before[cmd][1]
+	}
+	return usec
 }
 
 // commandStatsFull reads calls and usec by command from INFO commandstats.
@@ -183,22 +188,26 @@ func BenchmarkPerBucket(b *testing.B) {
 	v := storetest.Version(b, 1, 1_000_000_000, "1000000/s")
 	balance := strings.Repeat("b", 8*recBalanceNumbers)
 	var n atomic.Int64
-	// name is the i-th of the 8000 buckets all three use: "user-U-J", as
-	// tokengate's 8-bucket requests name theirs.
-	name := func(i int64) string {
-		i %= 8000
-		return "user-" + strconv.FormatInt(i/8, 10) + "-" + strconv.FormatInt(i%8, 10)
-	}
-	// keys returns the next caller's k keys, as the store names them.
-	keys := func(k int) []string {
+	// names returns the next caller's k buckets, of the 8000 all cases use:
+	// "user-U-J", as tokengate's 8-bucket requests name theirs.
+	names := func(k int) []string {
 		i := n.Add(1) * int64(k)
-		ks := make([]string, k)
-		for j := range ks {
-			ks[j] = s.rawBucketKey(tagBytes(name(i + int64(j))))
+		ns := make([]string, k)
+		for j := range ns {
+			x := (i + int64(j)) % 8000
+			ns[j] = "user-" + strconv.FormatInt(x/8, 10) + "-" + strconv.FormatInt(x%8, 10)
 		}
-		return ks
+		return ns
 	}
-	reference := func(b *testing.B, ks []string) {
+	// keys are the Redis keys of buckets named ns, as the store names them.
+	keys := func(ns []string) []string {
+		for j, name := range ns {
+			ns[j] = s.bucketKey(tagBytes(name))
+		}
+		return ns
+	}
+	reference := func(b *testing.B, ns []string) {
+		ks := keys(ns)
 		cmds := make(rueidis.Commands, 0, 2*len(ks))
 		for _, k := range ks {
 			cmds = append(cmds, c.B().Incrby().Key(k).Increment(1).Build(), c.B().Pexpire().Key(k).Milliseconds(1000).Build())
@@ -209,22 +218,33 @@ func BenchmarkPerBucket(b *testing.B) {
 			}
 		}
 	}
+	floor := func(b *testing.B, ns []string) {
+		ks := keys(ns)
+		if err := c.Do(ctx, c.B().Fcall().Function("tgfloor").Numkeys(int64(len(ks))).Key(ks...).Arg(balance).Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tokengate := func(b *testing.B, ns []string) {
+		items := make([]store.Item, len(ns))
+		for k, name := range ns {
+			items[k] = store.Item{Key: name, Version: v, Cost: 1}
+		}
+		if _, err := s.Decide(ctx, &store.Request{Items: items}, make([]store.Result, len(items))); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, bc := range []struct {
 		name    string
 		buckets int // a call's
-		run     func(b *testing.B, ks []string)
+		run     func(b *testing.B, names []string)
 	}{
 		{"reference 1 a request", 1, reference},
 		{"reference 8 a request", 8, reference},
 		{"reference 64 a request", 64, reference},
-		{"read-write floor", 64, func(b *testing.B, ks []string) {
-			if err := c.Do(ctx, c.B().Fcall().Function("tgfloor").Numkeys(int64(len(ks))).Key(ks...).Arg(balance).Build()).Error(); err != nil {
-				b.Fatal(err)
-			}
-		}},
-		{"tokengate 1 a request", 1, nil},
-		{"tokengate 8 a request", 8, nil},
-		{"tokengate 64 a request", 64, nil},
+		{"read-write floor", 64, floor},
+		{"tokengate 1 a request", 1, tokengate},
+		{"tokengate 8 a request", 8, tokengate},
+		{"tokengate 64 a request", 64, tokengate},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			if err := c.Do(ctx, c.B().Flushall().Build()).Error(); err != nil {
@@ -236,26 +256,11 @@ func BenchmarkPerBucket(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if bc.run != nil {
-						bc.run(b, keys(bc.buckets))
-						continue
-					}
-					items := make([]store.Item, bc.buckets)
-					i := n.Add(1) * int64(len(items))
-					for k := range items {
-						items[k] = store.Item{Key: name(i + int64(k)), Version: v, Cost: 1}
-					}
-					if _, err := s.Decide(ctx, &store.Request{Items: items}, make([]store.Result, len(items))); err != nil {
-						b.Fatal(err)
-					}
+					bc.run(b, names(bc.buckets))
 				}
 			})
 			b.StopTimer()
-			after := commandStatsFull(b, srv.Addr())
-			var usec int64
-			for cmd, st := range after {
-				usec += st[1] - before[cmd][1]
-			}
+			usec := commandStatsUsec(before, commandStatsFull(b, srv.Addr()))
 			b.ReportMetric(float64(usec)/float64(n.Load()*int64(bc.buckets)), "commandstats-µs/bucket")
 		})
 	}

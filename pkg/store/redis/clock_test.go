@@ -44,7 +44,7 @@ func TestClockSteps(t *testing.T) {
 	if out, r := at(100*time.Millisecond, 100); out.Allowed || r.Remaining != 1 {
 		t.Fatalf("+3h on the Redis host: %v %+v, want refused with 1 token (100ms at 10/s)", out, r)
 	}
-	if n, _ := c.Do(context.Background(), c.B().Exists().Key(s.bucketKey(tag("k"))).Build()).AsInt64(); n != 1 {
+	if n, _ := c.Do(context.Background(), c.B().Exists().Key(s.bucketKey(tagBytes("k"))).Build()).AsInt64(); n != 1 {
 		t.Fatal("+3h on the Redis host expired a drained bucket's key")
 	}
 	shift.Set(-time.Hour)

@@ -76,15 +76,11 @@ func TestCompactRoundTrip(t *testing.T) {
 				rt.Fatal(err)
 			}
 			raw := requestTags(req)
-			tags := make([]string, len(raw))
-			for i := range raw {
-				tags[i] = tag(req.Items[i].Key)
-			}
 			cc := s.compactDecide(req, raw, at)
 			if cc == nil {
 				rt.Fatalf("no compact call for %+v", req)
 			}
-			keys, args := s.decideArgs(req, tags, strconv.FormatUint(at, 10))
+			keys, args := s.decideArgs(req, raw, strconv.FormatUint(at, 10))
 			batch = append(batch, &queued{keys: keys, compact: cc, done: make(chan struct{})})
 			want = append(want, args)
 		}
@@ -117,12 +113,12 @@ func mustRate(rt *rapid.T, n int64, per time.Duration) bucket.Rate {
 	return r
 }
 
-// TestRawBucketKey: a key built from a tag's bytes is the key built from
-// its hex.
-func TestRawBucketKey(t *testing.T) {
+// TestBucketKey: a bucket's key is the prefix, then its tag in hex in
+// braces.
+func TestBucketKey(t *testing.T) {
 	s := &Store{opts: Options{KeyPrefix: "tg:"}}
 	for _, k := range []string{"", "a", "user=1|path=/"} {
-		if raw, want := s.rawBucketKey(tagBytes(k)), s.bucketKey(tag(k)); raw != want {
+		if raw, want := s.bucketKey(tagBytes(k)), "tg:{"+tag(k)+"}"; raw != want {
 			t.Errorf("%q: %q, want %q", k, raw, want)
 		}
 	}

@@ -39,17 +39,17 @@ type groupReply struct {
 	err    error
 }
 
-func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, now string, raw [][16]byte, tags []string, groups [][]int) (store.Outcome, error) {
+func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, now string, raw [][16]byte, groups [][]int) (store.Outcome, error) {
 	calls := make([]call, len(groups))
 	for g, idx := range groups {
 		keys := make([]string, len(idx), len(idx)+1)
 		for k, i := range idx {
-			keys[k] = s.bucketKey(tags[i])
+			keys[k] = s.bucketKey(raw[i])
 		}
 		idMode, fp := idNone, ""
 		if g == 0 && req.ID != "" {
 			idMode, fp = idLast, fingerprint(req.Items)
-			keys = append(keys, s.idKey(tags[0], req.ID))
+			keys = append(keys, s.idKey(raw[0], req.ID))
 		}
 		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), opReserve, now, idMode, len(idx), fp)
 		for _, i := range idx {

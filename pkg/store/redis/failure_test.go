@@ -204,7 +204,7 @@ func TestCrossSlotRequestID(t *testing.T) {
 	if charged := (100 - res[0].Remaining) / 10; charged != int64(decided) || decided > len(outs)-store.MaxReplays {
 		t.Fatalf("%d decided, %d charged on x (outcomes %+v)", decided, charged, outs)
 	}
-	if !strings.Contains(s.idKey(tag("x"), "dup"), tag("x")) {
+	if !strings.Contains(s.idKey(tagBytes("x"), "dup"), tag("x")) {
 		t.Fatal("the id key is not in the first bucket's slot")
 	}
 }

@@ -61,8 +61,8 @@ func TestLeanMatchesGeneral(t *testing.T) {
 				rt.Fatalf("at %d, %+v: lean %s, general %s", now, req.Items, lean, general)
 			}
 			for _, it := range req.Items {
-				l, lt := record(rt, c, s.bucketKey(tag("L"+it.Key)))
-				g, gt := record(rt, c, s.bucketKey(tag("G"+it.Key)))
+				l, lt := record(rt, c, s.bucketKey(tagBytes("L"+it.Key)))
+				g, gt := record(rt, c, s.bucketKey(tagBytes("G"+it.Key)))
 				if l != g || math.Abs(float64(lt-gt)) > 100 {
 					rt.Fatalf("at %d, bucket %s: lean stored %q (pttl %d), general %q (pttl %d)", now, it.Key, l, lt, g, gt)
 				}
@@ -140,7 +140,7 @@ func TestLeanSharedKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			raw := requestTags(req)
-			batch = append(batch, &queued{keys: s.rawBucketKeys(raw), compact: s.compactDecide(req, raw, at)})
+			batch = append(batch, &queued{keys: s.bucketKeys(raw), compact: s.compactDecide(req, raw, at)})
 		}
 		s.callBatch(ctx, batch)
 		for i, w := range batch {
@@ -214,8 +214,8 @@ func TestBatchMatchesSequential(t *testing.T) {
 				}
 			}
 			for _, k := range keys {
-				b, bt := record(rt, c, s.bucketKey(tag("B"+k)))
-				a, at := record(rt, c, s.bucketKey(tag("S"+k)))
+				b, bt := record(rt, c, s.bucketKey(tagBytes("B"+k)))
+				a, at := record(rt, c, s.bucketKey(tagBytes("S"+k)))
 				if b != a || math.Abs(float64(bt-at)) > 1000 {
 					rt.Fatalf("bucket %s: the batch left %q (pttl %d), the calls alone %q (pttl %d)", k, b, bt, a, at)
 				}
@@ -240,9 +240,9 @@ func prefixedCall(rt *rapid.T, ctx context.Context, s *Store, prefix string, now
 	}
 	raw := requestTags(req)
 	if c := s.compactDecide(req, raw, at); c != nil && !classic {
-		return &queued{keys: s.rawBucketKeys(raw), compact: c}
+		return &queued{keys: s.bucketKeys(raw), compact: c}
 	}
-	keys, args := s.decideArgs(req, hexTags(raw), strconv.FormatUint(at, 10))
+	keys, args := s.decideArgs(req, raw, strconv.FormatUint(at, 10))
 	return &queued{keys: keys, args: args}
 }
 

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -90,11 +91,7 @@ func decodePacked(p string, items []itemRecord) (reply, error) {
 		return reply{}, fmt.Errorf("redis: packed reply of %d bytes, want %d", len(p), want)
 	}
 	at := func(i int) int64 {
-		var u uint64
-		for b := 7; b >= 0; b-- {
-			u = u<<8 | uint64(p[8*i+b])
-		}
-		return int64(math.Float64frombits(u))
+		return int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(p[8*i : 8*i+8]))))
 	}
 	r := reply{kind: kindDecided, allowed: at(0) == 1}
 	for i := range items {

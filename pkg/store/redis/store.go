@@ -281,10 +281,9 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	}
 	now := func() string { return strconv.FormatUint(at, 10) }
 	if s.cluster {
-		tags := hexTags(raw)
-		if groups := bySlot(tags); len(groups) > 1 {
+		if groups := bySlot(hexTags(raw)); len(groups) > 1 {
 			s.metrics.crossSlot.Inc()
-			out, err := s.decideCross(ctx, req, results, now(), raw, tags, groups)
+			out, err := s.decideCross(ctx, req, results, now(), raw, groups)
 			if err == nil && out.Allowed && s.deny != nil {
 				s.deny.learn(req, raw, true, nil)
 			}
@@ -294,9 +293,9 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	var keys, args []string
 	c := s.compactDecide(req, raw, at)
 	if c != nil {
-		keys = s.rawBucketKeys(raw)
+		keys = s.bucketKeys(raw)
 	} else {
-		keys, args = s.decideArgs(req, hexTags(raw), now())
+		keys, args = s.decideArgs(req, raw, now())
 	}
 	var w *queued
 	switch {
@@ -346,16 +345,13 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 }
 
 // decideArgs are the keys and arguments of a request's decide call at
-// the script's instant now; tags are its buckets' hash tags in hex.
-func (s *Store) decideArgs(req *store.Request, tags []string, now string) (keys, args []string) {
-	keys = make([]string, len(tags), len(tags)+1)
-	for i, t := range tags {
-		keys[i] = s.bucketKey(t)
-	}
+// the script's instant now; raw are its buckets' hash tags.
+func (s *Store) decideArgs(req *store.Request, raw [][16]byte, now string) (keys, args []string) {
+	keys = s.bucketKeys(raw)
 	idMode, fp := idNone, ""
 	if req.ID != "" {
 		idMode, fp = idLast, fingerprint(req.Items)
-		keys = append(keys, s.idKey(tags[0], req.ID))
+		keys = append(keys, s.idKey(raw[0], req.ID))
 	}
 	args = s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, now, idMode, len(req.Items), fp)
 	for i := range req.Items {

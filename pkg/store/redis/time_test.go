@@ -46,7 +46,7 @@ func TestTTLUntilFull(t *testing.T) {
 	if res[0].Remaining != 6 || res[0].ResetAfter <= 3*int64(time.Second) || res[0].ResetAfter > 4*int64(time.Second) {
 		t.Fatalf("first charge: %+v", res[0])
 	}
-	pttl, err := c.Do(context.Background(), c.B().Pttl().Key(s.bucketKey(tag("a"))).Build()).AsInt64()
+	pttl, err := c.Do(context.Background(), c.B().Pttl().Key(s.bucketKey(tagBytes("a"))).Build()).AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestTTLUntilFull(t *testing.T) {
 	}
 	// A refund that fills the bucket deletes its key.
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: -10})
-	if n, _ := c.Do(context.Background(), c.B().Exists().Key(s.bucketKey(tag("a"))).Build()).AsInt64(); n != 0 {
+	if n, _ := c.Do(context.Background(), c.B().Exists().Key(s.bucketKey(tagBytes("a"))).Build()).AsInt64(); n != 0 {
 		t.Fatal("a full bucket's key was kept")
 	}
 	// A fast bucket empties, expires when full, and comes back full.
@@ -63,7 +63,7 @@ func TestTTLUntilFull(t *testing.T) {
 	decide(t, s, 0, store.Item{Key: "b", Version: fast, Cost: 5})
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		n, _ := c.Do(context.Background(), c.B().Exists().Key(s.bucketKey(tag("b"))).Build()).AsInt64()
+		n, _ := c.Do(context.Background(), c.B().Exists().Key(s.bucketKey(tagBytes("b"))).Build()).AsInt64()
 		if n == 0 {
 			break
 		}
@@ -247,7 +247,7 @@ func TestClockBehindCursor(t *testing.T) {
 	s := newStore(t, c, Options{})
 	v := storetest.Version(t, 1, 2, "1/s")
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 2})
-	key := s.bucketKey(tag("a"))
+	key := s.bucketKey(tagBytes("a"))
 	rec := readRecord(t, c, key)
 	ahead := rec.cursor() + int64(10*time.Second) // the clock is now 10s behind the cursor
 	rec.setCursor(ahead)
@@ -335,7 +335,7 @@ func TestExpiryCoversFull(t *testing.T) {
 	for i := range 300 {
 		key := "k" + strconv.Itoa(rng.IntN(3))
 		decide(t, s, 0, store.Item{Key: key, Version: v, Cost: int64(rng.IntN(12) - 3)})
-		rk := s.bucketKey(tag(key))
+		rk := s.bucketKey(tagBytes(key))
 		expMs, err := c.Do(context.Background(), c.B().Pexpiretime().Key(rk).Build()).AsInt64()
 		if err != nil {
 			t.Fatal(err)

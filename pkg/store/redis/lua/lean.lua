@@ -101,7 +101,8 @@ local function flushpending()
   for i = 1, #PORDER do
     local key = PORDER[i]
     local p = PENDING[key]
-    write(key, p.rec, p.px, p.rec and string.sub(p.rec, 1, REC_BALANCE_BYTES))
+    -- A SETRANGE writes the record's balance only.
+    write(key, p.rec, p.px, p.rec and not p.px and string.sub(p.rec, 1, REC_BALANCE_BYTES))
     PENDING[key], PORDER[i], INREDIS[key] = nil, nil, true
   end
 end
