@@ -294,7 +294,7 @@ func (lc lazyCandidate) Decide(ctx context.Context, req *store.Request, results 
 
 func (l *lazyRedis) health() error {
 	if c := l.c.Load(); c != nil {
-		return c.st.Ping(context.Background())
+		return c.st.Health(context.Background())
 	}
 	return errNotConnected
 }

@@ -3,113 +3,16 @@ package redis
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tokengate/tokengate/internal/redistest"
-	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
-
-// TestBreaker: failures in a row open the circuit; while open no call is
-// tried; after the backoff one probe goes through; success closes it, a
-// failure doubles the backoff.
-func TestBreaker(t *testing.T) {
-	clk := new(clock.Fake)
-	b := newBreaker(BreakerOptions{Failures: 2, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
-	fail := errors.New("down")
-	b.failure(fail, clk.Now())
-	if !b.allow() {
-		t.Fatal("one failure opened the circuit")
-	}
-	b.failure(fail, clk.Now())
-	if b.allow() {
-		t.Fatal("two failures left the circuit closed")
-	}
-	clk.Add(130 * time.Millisecond) // past the backoff and its jitter
-	if !b.allow() || b.allow() {
-		t.Fatal("half-open: want exactly one probe")
-	}
-	b.failure(fail, clk.Now())
-	clk.Add(150 * time.Millisecond)
-	if b.allow() {
-		t.Fatal("a failed probe did not double the backoff")
-	}
-	clk.Add(110 * time.Millisecond)
-	if !b.allow() {
-		t.Fatal("no probe after the doubled backoff")
-	}
-	b.success()
-	for range 2 { // allow has effects: both calls must pass
-		if !b.allow() {
-			t.Fatal("success did not close the circuit")
-		}
-	}
-}
-
-// TestBreakerCountsAStallOnce: calls in flight together that fail
-// together (one stall timing them all out) are one failure; a call
-// started after a counted failure counts again.
-func TestBreakerCountsAStallOnce(t *testing.T) {
-	clk := new(clock.Fake)
-	b := newBreaker(BreakerOptions{Failures: 3, Window: -1}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
-	fail := errors.New("timeout")
-	started := clk.Now()
-	clk.Add(15 * time.Millisecond)
-	for range 64 {
-		b.failure(fail, started)
-	}
-	if !b.allow() {
-		t.Fatal("64 calls timed out by one stall opened the circuit")
-	}
-	for range 2 {
-		started = clk.Now()
-		clk.Add(15 * time.Millisecond)
-		b.failure(fail, started)
-	}
-	if b.allow() {
-		t.Fatal("three failures of calls made one after another left the circuit closed")
-	}
-}
-
-// TestBreakerWindow: failures in a row open the circuit only once they
-// span the window, so a short stall never opens it; a success in between
-// starts over.
-func TestBreakerWindow(t *testing.T) {
-	clk := new(clock.Fake)
-	b := newBreaker(BreakerOptions{Failures: 3}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
-	fail := errors.New("timeout")
-	step := func(d time.Duration) {
-		started := clk.Now()
-		clk.Add(d)
-		b.failure(fail, started)
-	}
-	for range 5 { // 75ms of failures in a row: a stall
-		step(15 * time.Millisecond)
-	}
-	if !b.allow() {
-		t.Fatal("failures over 75ms opened the circuit")
-	}
-	b.success()
-	for range 14 { // the last 195ms after the first of these
-		step(15 * time.Millisecond)
-	}
-	if !b.allow() {
-		t.Fatal("failures over less than the 200ms window opened the circuit")
-	}
-	step(15 * time.Millisecond)
-	if b.allow() {
-		t.Fatal("failures over 210ms left the circuit closed")
-	}
-}
 
 // TestRedisDown: a dead Redis fails fast with ErrUnavailable once the
 // circuit opens, and a live one is used again after a successful ping.
@@ -206,5 +109,64 @@ func TestCrossSlotRequestID(t *testing.T) {
 	}
 	if !strings.Contains(s.idKey(tagBytes("x"), "dup"), tag("x")) {
 		t.Fatal("the id key is not in the first bucket's slot")
+	}
+}
+
+// TestBreakerRecoversAfterStall reproduces a stall whose half-open probes
+// are heavy requests that time out (issue 25, finding 1): Redis paused
+// (CLIENT PAUSE) under light requests, which open the circuit, then only
+// 9-bucket requests every 100ms. While the circuit is open and Redis
+// answers pings again, Health says the store is degraded; the next heavy
+// request probes, and the circuit closes.
+func TestBreakerRecoversAfterStall(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv.Addr()), Options{Timeout: 15 * time.Millisecond})
+	v := storetest.Version(t, 1, 100, "1/s")
+	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // anchors the clock, loads the code
+	heavy := make([]store.Item, 9)
+	for i := range heavy {
+		heavy[i] = store.Item{Key: "h" + strconv.Itoa(i), Version: v, Cost: 1}
+	}
+	light := []store.Item{{Key: "l", Version: v, Cost: 1}}
+	try := func(items []store.Item) error {
+		_, err := s.Decide(context.Background(), &store.Request{Items: items}, make([]store.Result, len(items)))
+		return err
+	}
+	paused := time.Now()
+	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", "1500", "ALL"); err != nil {
+		t.Fatal(err)
+	}
+	for range 15 {
+		if try(light) == nil {
+			t.Fatal("a light request passed while Redis was paused")
+		}
+	}
+	if _, open := s.breaker.openFor(); !open {
+		t.Fatal("15 light requests timed out in a row over 225ms and the circuit stayed closed")
+	}
+	for time.Since(paused) < 1400*time.Millisecond {
+		if try(heavy) == nil {
+			t.Fatal("a heavy request passed while Redis was paused")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Until(paused.Add(1600 * time.Millisecond)))
+	if err := s.Health(context.Background()); err == nil || !strings.Contains(err.Error(), "circuit open") {
+		t.Fatalf("Health with Redis back and the circuit open: %v, want the open circuit named", err)
+	}
+	var err error
+	for deadline := time.Now().Add(7 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err = try(heavy); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("heavy requests still refused 7s after Redis came back: %v", err)
+	}
+	if err := s.Health(context.Background()); err != nil {
+		t.Fatalf("Health after a decision succeeded: %v", err)
+	}
+	if err := try(light); err != nil {
+		t.Fatalf("a light request after the circuit closed: %v", err)
 	}
 }

@@ -199,6 +199,20 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Health reports why the store cannot decide now, nil when it can: Redis
+// answers a ping and the circuit is closed. A good ping lets an open
+// circuit probe with the next call, which closes it when Redis answers;
+// until then decisions are on_store_error's, and Health says so.
+func (s *Store) Health(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	if d, open := s.breaker.openFor(); open {
+		return fmt.Errorf("redis: %w: circuit open for %v: Redis answers pings, the next decision probes it", store.ErrUnavailable, d.Round(time.Millisecond))
+	}
+	return nil
+}
+
 // Decide implements store.Store: one call (FCALL, often shared with
 // concurrent requests: batch.go) for a request whose buckets share a hash
 // slot (always, outside Cluster), a reserve and settle otherwise (see
@@ -223,34 +237,40 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 		return store.Outcome{}, s.shed(ctx, len(req.Items), err)
 	}
 	defer s.admit.release(len(req.Items))
-	if !s.breaker.allow() {
+	t, ok := s.breaker.allow()
+	if !ok {
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()
 		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
 	}
-	started := s.breaker.now()
 	out, err := s.decide(cctx, req, results, tags)
+	s.breaker.report(t, s.judge(ctx, err, len(req.Items)), err)
+	return out, err
+}
+
+// judge says what a call's error tells of Redis, and counts the error.
+func (s *Store) judge(ctx context.Context, err error, items int) outcome {
 	switch {
 	case err == nil:
-		s.breaker.success()
+		return succeeded
 	case errors.Is(err, errQueued):
 		// Never sent: it waited behind calls in flight, which say
 		// themselves whether Redis fails.
 		s.metrics.errors.WithLabelValues("queued").Inc()
+		return unsent
 	case ctx.Err() != nil:
 		// The caller gave up: not Redis's failure.
-	default:
-		reason := "error"
-		if errors.Is(err, context.DeadlineExceeded) {
-			reason = "timeout"
-		}
-		s.metrics.errors.WithLabelValues(reason).Inc()
-		// A heavy request that times out says its own cost is high, not
-		// that Redis is down: light requests (and errors) open the breaker.
-		if reason == "error" || !s.admit.isHeavy(len(req.Items)) {
-			s.breaker.failure(err, started)
-		}
+		return unsent
+	case !errors.Is(err, context.DeadlineExceeded):
+		s.metrics.errors.WithLabelValues("error").Inc()
+		return failed
 	}
-	return out, err
+	s.metrics.errors.WithLabelValues("timeout").Inc()
+	// A heavy request that times out says its own cost is high, not
+	// that Redis is down: light requests (and errors) open the breaker.
+	if s.admit.isHeavy(items) {
+		return inconclusive
+	}
+	return failed
 }
 
 // requestTags are the hash tags of a request's buckets.

@@ -124,24 +124,30 @@ func TestBreakerLogsChanges(t *testing.T) {
 	var logs logBuffer
 	b := newBreaker(BreakerOptions{Failures: 3, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
 		logs.logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
-	fail := errors.New("down")
+	call := func(o outcome) {
+		if tk, ok := b.allow(); ok {
+			b.report(tk, o, errors.New("down"))
+		} else if o == succeeded {
+			t.Fatal("no call let through to succeed")
+		}
+	}
 	for range 3 {
-		b.failure(fail, clk.Now())
+		call(failed)
 	}
 	for range 5 { // failed probes, each after its backoff and jitter
 		clk.Add(time.Second)
-		if !b.allow() {
+		tk, ok := b.allow()
+		if !ok {
 			t.Fatal("no probe after the backoff")
 		}
-		b.failure(fail, clk.Now())
+		b.report(tk, failed, errors.New("down"))
 	}
 	clk.Add(time.Second)
-	b.allow()
 	for range 3 {
-		b.success()
+		call(succeeded)
 	}
 	for range 3 {
-		b.failure(fail, clk.Now())
+		call(failed)
 	}
 	want := []string{
 		"redis failing: circuit open, on_store_error decides meanwhile",
