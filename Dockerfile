@@ -24,7 +24,8 @@ ARG TARGETARCH
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -tags vtprotobuf -ldflags "-s -w -X main.version=${VERSION}" -o /out/tokengate ./cmd/tokengate
 # /bin/ratelimit, a link to /tokengate: invoked by that name tokengate is
 # envoyproxy/ratelimit's process, configured by its environment variables
-# (README "Migrating from envoyproxy/ratelimit"); Envoy Gateway runs it so.
+# (docs/reference-format.md, "Migrating from envoyproxy/ratelimit"); Envoy
+# Gateway runs it so.
 # The runtime image has no shell to make the link: it is made here and
 # copied as a directory, which keeps links as links.
 RUN mkdir -p /out/bin && ln -s /tokengate /out/bin/ratelimit

@@ -9,44 +9,41 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite README.md's settings tables from settingsTable")
+var update = flag.Bool("update", false, "rewrite the settings tables of docs/operations.md, docs/redis.md and docs/reference-format.md")
 
-// TestREADMESettings: README's two settings tables (the general one and
-// the Redis store's) are settingsTable, written out, and its table of
-// envoyproxy/ratelimit's variables is refVars; -update rewrites them.
+// TestREADMESettings: the two settings tables (the general one in
+// docs/operations.md, the Redis store's in docs/redis.md) are
+// settingsTable, written out, and the table of envoyproxy/ratelimit's
+// variables in docs/reference-format.md is refVars; -update rewrites them.
 func TestREADMESettings(t *testing.T) {
-	path := filepath.Join("..", "..", "README.md")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(data)
 	isRedis := func(name string) bool { return strings.HasPrefix(name, "redis-") }
 	for _, tc := range []struct {
-		block string
-		keep  func(name string) bool
+		file, block, body string
 	}{
-		{"settings", func(name string) bool { return !isRedis(name) }},
-		{"redis settings", isRedis},
+		{"operations.md", "settings", settingsMarkdown(func(name string) bool { return !isRedis(name) })},
+		{"redis.md", "redis settings", settingsMarkdown(isRedis)},
+		{"reference-format.md", "ratelimit environment", refVarsMarkdown()},
 	} {
-		readme, err = replaceBlock(readme, tc.block, settingsMarkdown(tc.keep))
+		path := filepath.Join("..", "..", "docs", tc.file)
+		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if readme, err = replaceBlock(readme, "ratelimit environment", refVarsMarkdown()); err != nil {
-		t.Fatal(err)
-	}
-	if readme == string(data) {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(path, []byte(readme), 0o644); err != nil {
-			t.Fatal(err)
+		doc, err := replaceBlock(string(data), tc.block, tc.body)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
 		}
-		return
+		if doc == string(data) {
+			continue
+		}
+		if *update {
+			if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Errorf("%s: the %s table differs from the code: go test ./cmd/tokengate -run TestREADMESettings -update", path, tc.block)
 	}
-	t.Fatal("README.md's settings tables differ from settingsTable: go test ./cmd/tokengate -run TestREADMESettings -update")
 }
 
 // replaceBlock replaces what lies between the lines <!-- BEGIN block ... -->
@@ -55,12 +52,12 @@ func replaceBlock(doc, block, body string) (string, error) {
 	begin, end := "<!-- BEGIN "+block+" ", "<!-- END "+block+" -->\n"
 	i := strings.Index(doc, begin)
 	if i < 0 {
-		return "", fmt.Errorf("README.md has no %q line", begin)
+		return "", fmt.Errorf("no %q line", begin)
 	}
 	i += strings.Index(doc[i:], "\n") + 1
 	j := strings.Index(doc[i:], end)
 	if j < 0 {
-		return "", fmt.Errorf("README.md has no %q line", end)
+		return "", fmt.Errorf("no %q line", end)
 	}
 	return doc[:i] + body + doc[i+j:], nil
 }

@@ -233,7 +233,7 @@ func prepare(st *redis.Store, timeout time.Duration, log *slog.Logger) {
 
 // checkRedisLimits says, once per store (at start, or when a background
 // connect succeeds), whether Redis bounds tokengate's keys safely
-// (redis.Store.CheckLimits; the README's "Redis store" says what to set),
+// (redis.Store.CheckLimits; docs/redis.md, "Memory", says what to set),
 // and takes the first sample of tokengate_redis_keys. Unsafe settings are
 // a warning, not a refusal: they cost only under a flood of new keys, and
 // an operator may have reasons (a bounded key space) to keep them.

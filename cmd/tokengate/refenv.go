@@ -13,7 +13,8 @@ package main
 // asks for nothing tokengate does differently, or for tuning tokengate
 // does its own way; logged at start when set), or unsupported (a value
 // other than the reference's default stops the start, naming the
-// variable). README's table of them is written from refVars.
+// variable). docs/reference-format.md's table of them is written from
+// refVars.
 
 import (
 	"encoding/json"

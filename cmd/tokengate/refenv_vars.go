@@ -2,8 +2,8 @@ package main
 
 // refVars is every environment variable envoyproxy/ratelimit reads (its
 // src/settings/settings.go at f2fb157), with its default there and what
-// becomes of it in tokengate (refenv.go). README's table is written from
-// it (TestREADMEReferenceEnv).
+// becomes of it in tokengate (refenv.go). docs/reference-format.md's table
+// is written from it (TestREADMESettings).
 var refVars = []refVar{
 	// Listeners.
 	{"HOST", "0.0.0.0", refMapped, "`--http-addr` HOST:PORT: /healthcheck, /json, and tokengate's /metrics, /healthz, /readyz, /debug/policy, /v1/check"},

@@ -8,7 +8,8 @@ import (
 // --NAME, the environment variable TOKENGATE_NAME, the settings file's key
 // NAME), its type and default (those of its field), its help, and the
 // field of settings it lands in. The flags, the environment, the file,
-// `serve --help` and README's tables all come from here. The names are
+// `serve --help` and the settings tables of docs/operations.md and
+// docs/redis.md all come from here. The names are
 // part of tokengate's contract (the chart renders them as flags).
 var settingsTable = []setting{
 	opt("config", "", "settings file (.yaml, .yml, .json or .toml) with the keys of this table",

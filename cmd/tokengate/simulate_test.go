@@ -155,26 +155,26 @@ func TestSimulateHelp(t *testing.T) {
 	}
 }
 
-// TestREADMESimulate: the table README's "Simulate a policy" shows is what
-// the command prints for the example trace.
+// TestREADMESimulate: the table docs/simulate.md's "Simulate a policy"
+// shows is what the command prints for the example trace.
 func TestREADMESimulate(t *testing.T) {
 	t.Chdir("../..")
-	readme, err := os.ReadFile("README.md")
+	doc, err := os.ReadFile("docs/simulate.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "\n## Simulate a policy\n")
+	_, section, _ := strings.Cut(string(doc), "\n## Simulate a policy\n")
 	section, _, _ = strings.Cut(section, "\n## ")
 	_, table, ok := strings.Cut(section, "```\ntrace ")
 	table, _, _ = strings.Cut(table, "```")
 	if !ok {
-		t.Fatal("README's Simulate a policy shows no table")
+		t.Fatal("docs/simulate.md's Simulate a policy shows no table")
 	}
 	var out, errOut bytes.Buffer
 	if code := run([]string{"simulate", "--policy", "config/examples/api-gateway.yaml", "--trace", "config/examples/api-gateway-trace.csv"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	if got := out.String(); got != "trace "+table {
-		t.Fatalf("README shows:\ntrace %s\nthe command prints:\n%s", table, got)
+		t.Fatalf("docs/simulate.md shows:\ntrace %s\nthe command prints:\n%s", table, got)
 	}
 }

@@ -10,7 +10,7 @@ const MaxHistory = 16
 // Version is one immutable version of a rule's parameters: what a bucket was
 // last refilled under. A store keeps a *Version per bucket and calls Bring
 // before deciding, so parameter changes apply lazily, bucket by bucket, in
-// the order they happened (DESIGN.md §4).
+// the order they happened (docs/ARCHITECTURE.md, section 4).
 //
 // Versions of one rule share a Lineage, which tells a store the rule's
 // current version and whether the rule was removed. A Version is safe for

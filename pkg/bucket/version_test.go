@@ -44,8 +44,8 @@ func TestBringWalksVersionsInOrder(t *testing.T) {
 }
 
 func TestTransitionExamples(t *testing.T) {
-	// DESIGN.md §4 and the policy issue: capacity 100 -> 10 while a bucket
-	// holds 80, after refilling with the OLD rate up to the change.
+	// on_resize (docs/policy.md): capacity 100 -> 10 while a bucket holds
+	// 80, after refilling with the OLD rate up to the change.
 	old := mustParams(t, 100, "10/s")
 	s, _ := old.Decide(old.Full(0), 0, 30) // 70 left
 	at := sec                              // +10 at the old rate

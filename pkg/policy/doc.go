@@ -72,7 +72,8 @@
 // pointer, changed ones get the next version of their lineage, and
 // Policy.Activate publishes them (and removes the lineages of rules that
 // left) when the new policy starts serving. Stores bring each bucket to its
-// rule's version lazily (DESIGN.md §4).
+// rule's version lazily (bucket.Version.Bring; docs/ARCHITECTURE.md,
+// section 4).
 //
 // # Concurrency
 //

@@ -2,14 +2,14 @@
 // envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit from the
 // policy now serving and a store.
 //
-// Per request (DESIGN.md §3): the clock is read once; each descriptor is
-// matched to a rule of the request's domain (no rule, or an unlimited one:
-// OK, nothing consumed); its cost is the descriptor's hits_addend when set
-// (0 checks only), else the request's hits_addend when non-zero, else the
-// rule's cost, negated by is_negative_hits (a refund). All enforced
-// descriptors are decided together: if one cannot be covered, the request
-// is OVER_LIMIT and none is charged. Shadow rules are decided on their own,
-// counted, and always answer OK.
+// Per request (docs/ARCHITECTURE.md, section 2): the clock is read once;
+// each descriptor is matched to a rule of the request's domain (no rule, or
+// an unlimited one: OK, nothing consumed); its cost is the descriptor's
+// hits_addend when set (0 checks only), else the request's hits_addend when
+// non-zero, else the rule's cost, negated by is_negative_hits (a refund).
+// All enforced descriptors are decided together: if one cannot be covered,
+// the request is OVER_LIMIT and none is charged. Shadow rules are decided on
+// their own, counted, and always answer OK.
 //
 // # Verdicts
 //

@@ -182,7 +182,8 @@ func (sc *scratch) batch(r *policy.Rule) *batch {
 	return &sc.enforced
 }
 
-// costOf is the descriptor's cost (DESIGN.md §3.2), or why it is refused.
+// costOf is the descriptor's cost (docs/policy.md, "Cost"), or why it is
+// refused.
 func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rule, entries []policy.Entry) (int64, string) {
 	for _, e := range entries {
 		if len(e.Value) > MaxValueBytes {

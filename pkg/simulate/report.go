@@ -10,7 +10,7 @@ import (
 )
 
 // Report is the JSON form of a Result (`tokengate simulate --format json`;
-// the README defines the schema). Compare is the second policy's, with
+// docs/simulate.md defines the schema). Compare is the second policy's, with
 // --compare.
 type Report struct {
 	Policy    string       `json:"policy"`

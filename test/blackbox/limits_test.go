@@ -99,7 +99,7 @@ front_doors:
 `
 
 // TestSizeLimits (the built binary): what a client gets past each size
-// limit the README lists, through each front door.
+// limit docs/limits.md lists, through each front door.
 func TestSizeLimits(t *testing.T) {
 	p, _ := startWithPolicy(t, limitsPolicy)
 	const maxValue = 4096

@@ -319,16 +319,16 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// TestREADMEListsAlerts: README's "Dashboards and alerts" names every
-// alert of alerts.yaml, and no other.
+// TestREADMEListsAlerts: docs/observability.md's "Dashboards and alerts"
+// names every alert of alerts.yaml, and no other.
 func TestREADMEListsAlerts(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(build.Root(t), "README.md"))
+	doc, err := os.ReadFile(filepath.Join(build.Root(t), "docs", "observability.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Dashboards and alerts\n")
+	_, section, ok := strings.Cut(string(doc), "\n## Dashboards and alerts\n")
 	if !ok {
-		t.Fatal(`README.md has no "Dashboards and alerts" section`)
+		t.Fatal(`docs/observability.md has no "Dashboards and alerts" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	listed := map[string]bool{}
@@ -338,11 +338,11 @@ func TestREADMEListsAlerts(t *testing.T) {
 	for _, q := range alertQueries(t) {
 		name := strings.TrimPrefix(q.where, "alert ")
 		if !listed[name] {
-			t.Errorf("README.md does not list the alert %s", name)
+			t.Errorf("docs/observability.md does not list the alert %s", name)
 		}
 		delete(listed, name)
 	}
 	for name := range listed {
-		t.Errorf("README.md lists %s, which alerts.yaml does not have", name)
+		t.Errorf("docs/observability.md lists %s, which alerts.yaml does not have", name)
 	}
 }
