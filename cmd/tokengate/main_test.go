@@ -32,6 +32,7 @@ func TestSettingsRefuseBadValues(t *testing.T) {
 	for _, args := range [][]string{
 		{"--store", "etcd"}, {"--max-buckets", "0"}, {"--log-format", "xml"}, {"--log-level", "loud"},
 		{"--janitor-interval", "0s"}, {"--no-such-flag"}, {"extra-argument"},
+		{"--grpc-max-recv-bytes", "100"}, {"--grpc-max-recv-bytes", "1000000000"},
 	} {
 		if _, err := loadSettings(args); err == nil {
 			t.Errorf("%v: accepted", args)

@@ -32,19 +32,21 @@ import (
 
 // settings are serve's knobs, filled from settingsTable.
 type settings struct {
-	Config          string // the settings file
-	Policy          string
-	GRPCAddr        string
-	HTTPAddr        string
-	Store           string
-	RedisAddr       string
-	MaxBuckets      int
-	LogLevel        string
-	LogFormat       string
-	Pprof           bool
-	ShutdownTimeout time.Duration
-	JanitorInterval time.Duration
-	ReplayWindow    time.Duration
+	Config   string // the settings file
+	Policy   string
+	GRPCAddr string
+	HTTPAddr string
+	// GRPCMaxRecvBytes is server.Options.GRPCMaxRecvBytes.
+	GRPCMaxRecvBytes int
+	Store            string
+	RedisAddr        string
+	MaxBuckets       int
+	LogLevel         string
+	LogFormat        string
+	Pprof            bool
+	ShutdownTimeout  time.Duration
+	JanitorInterval  time.Duration
+	ReplayWindow     time.Duration
 	// ReadyRequiresStore: not ready while the store fails (server.Options).
 	ReadyRequiresStore bool
 	// The HTTP status of a denial, per front door (frontdoor.Options).
@@ -330,6 +332,8 @@ func (s settings) check() error {
 		return fmt.Errorf("--limit-headers %q: want three header names, LIMIT,REMAINING,RESET", s.LimitHeaders)
 	case s.ShutdownTimeout <= 0 || s.JanitorInterval <= 0 || s.ReplayWindow <= 0:
 		return fmt.Errorf("--shutdown-timeout, --janitor-interval and --replay-window must be positive")
+	case s.GRPCMaxRecvBytes < 1<<10 || s.GRPCMaxRecvBytes > 64<<20:
+		return fmt.Errorf("--grpc-max-recv-bytes %d: want 1024 to 67108864 (64 MiB)", s.GRPCMaxRecvBytes)
 	case s.DecisionLogRate < 0:
 		return fmt.Errorf("--decision-log-rate %d: want lines a second, or 0 to turn the decision log off", s.DecisionLogRate)
 	}

@@ -60,6 +60,8 @@ var settingsTable = []setting{
 		func(s *settings) *string { return &s.OTLPEndpoint }),
 
 	// gRPC over TLS (xds.go).
+	opt("grpc-max-recv-bytes", 1<<20, "largest request accepted on the gRPC port (ratelimit.v3, ext_authz) and on /json, in bytes; a larger one is refused (RESOURCE_EXHAUSTED, which Envoy's failure_mode decides) before it is read. Keep it above what a client can make Envoy send: Envoy's header limit (60 KiB) times the descriptors that copy a header, plus an ext_authz body",
+		func(s *settings) *int { return &s.GRPCMaxRecvBytes }),
 	opt("grpc-tls-cert-file", "", "PEM certificate (chain) of the gRPC listener; with --grpc-tls-key-file, serves gRPC over TLS only. Reread when the file changes",
 		func(s *settings) *string { return &s.GRPCTLS.CertFile }),
 	opt("grpc-tls-key-file", "", "PEM private key of --grpc-tls-cert-file",

@@ -46,12 +46,14 @@ type codec struct {
 	// invalidRLS and invalidAuthz count the requests decoded leniently.
 	invalidRLS, invalidAuthz prometheus.Counter
 	log                      *slog.Logger
+	gate                     *decodeGate // bounds large messages decoding at once (decodegate.go)
 }
 
 // newCodec returns the server's codec; invalidUTF8 is
 // metrics.Metrics.InvalidUTF8.
-func newCodec(invalidUTF8 *prometheus.CounterVec, log *slog.Logger) codec {
+func newCodec(invalidUTF8 *prometheus.CounterVec, log *slog.Logger, gate *decodeGate) codec {
 	return codec{
+		gate:         gate,
 		proto:        encoding.GetCodecV2(protoenc.Name),
 		invalidRLS:   invalidUTF8.WithLabelValues(metrics.FrontDoorRateLimit),
 		invalidAuthz: invalidUTF8.WithLabelValues(metrics.FrontDoorExtAuthz),
@@ -77,6 +79,17 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 // Unmarshal is the proto codec's, then, for the two request types only
 // and only when it fails, the lenient decoder's (see codec).
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if n := data.Len(); n > gateFrom {
+		defer c.gate.enter(n)()
+		if _, ok := v.(*rlsv3.RateLimitRequest); ok {
+			buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+			err := checkShape(buf.ReadOnlyData())
+			buf.Free()
+			if err != nil {
+				return err
+			}
+		}
+	}
 	err := c.proto.Unmarshal(data, v)
 	if err == nil {
 		return nil

@@ -35,7 +35,7 @@ func TestCodecMatchesProto(t *testing.T) {
 		},
 		ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "retry-after", Value: "3"}},
 	}
-	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.Default())
+	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.Default(), newDecodeGate())
 	got, err := c.Marshal(resp)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestCodecUnmarshal(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			counter := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"})
-			c := newCodec(counter, slog.New(slog.DiscardHandler))
+			c := newCodec(counter, slog.New(slog.DiscardHandler), newDecodeGate())
 			err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.b)}, tc.msg)
 			if tc.wantErr {
 				want := encoding.GetCodecV2(protoenc.Name).Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.b)}, proto.Clone(tc.msg))
@@ -112,7 +112,7 @@ func BenchmarkMarshalResponse(b *testing.B) {
 			DurationUntilReset: durationpb.New(1e6),
 		})
 	}
-	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.Default())
+	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.Default(), newDecodeGate())
 	b.ReportAllocs()
 	for b.Loop() {
 		d, err := c.Marshal(r)

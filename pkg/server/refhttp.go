@@ -28,9 +28,6 @@ type MetricsListener struct {
 	Path string // ["/metrics"]
 }
 
-// maxJSONBody bounds a /json request, as maxRecvMsgSize bounds a gRPC one.
-const maxJSONBody = maxRecvMsgSize
-
 // healthcheck is GET /healthcheck: 200 "OK" while tokengate answers, 500
 // once it drains or, with ReadyRequiresStore, while the store fails.
 func (s *Server) healthcheck(w http.ResponseWriter, _ *http.Request) {
@@ -45,12 +42,15 @@ func (s *Server) healthcheck(w http.ResponseWriter, _ *http.Request) {
 // decided by ShouldRateLimit, answered as JSON: 200, 429 when over the
 // limit, 400 for a body that is not a request or one the service refuses.
 func (s *Server) jsonRateLimit(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.GRPCMaxRecvBytes)))
 	if err != nil {
 		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	var req rlsv3.RateLimitRequest
+	if len(body) > gateFrom {
+		defer s.decodes.enter(len(body))()
+	}
 	if err := protojson.Unmarshal(body, &req); err != nil {
 		http.Error(w, "not a RateLimitRequest: "+err.Error(), http.StatusBadRequest)
 		return

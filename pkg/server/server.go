@@ -88,6 +88,10 @@ type Options struct {
 
 	// HTTP bounds the HTTP listener's connections (http.go).
 	HTTP HTTPLimits
+	// GRPCMaxRecvBytes is the largest request message accepted on the gRPC
+	// port, and body on /json; larger ones are refused before they are
+	// read [1 MiB] (decodebounds.go).
+	GRPCMaxRecvBytes int
 	// GRPCMaxConnectionIdle is how long a gRPC connection may go without an
 	// RPC before the server closes it gracefully (GOAWAY) [5m].
 	GRPCMaxConnectionIdle time.Duration
@@ -111,6 +115,8 @@ type Server struct {
 	degraded atomic.Pointer[string]
 	// side are the debug and metrics listeners (refhttp.go).
 	side []sideServer
+	// decodes bounds the large requests decoding at once (decodegate.go).
+	decodes *decodeGate
 	// draining is set when shutdown starts: /healthcheck fails from then.
 	draining atomic.Bool
 }
@@ -135,7 +141,6 @@ type Server struct {
 // idle connections do not pile up. No MaxConnectionAge: it would close
 // Envoy's busy long-lived connections for nothing.
 const (
-	maxRecvMsgSize               = 1 << 20
 	maxConcurrentStreams         = 4096
 	streamWorkers                = 128
 	keepaliveTime                = 30 * time.Second
@@ -162,10 +167,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.GRPCMaxRecvBytes <= 0 {
+		opts.GRPCMaxRecvBytes = defaultMaxRecvBytes
+	}
 	if opts.GRPCMaxConnectionIdle <= 0 {
 		opts.GRPCMaxConnectionIdle = defaultGRPCMaxConnectionIdle
 	}
-	s := &Server{opts: opts, health: health.NewServer()}
+	s := &Server{opts: opts, health: health.NewServer(), decodes: newDecodeGate()}
 	var err error
 	if s.gl, err = net.Listen("tcp", opts.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("server: gRPC listener: %w", err)
@@ -185,9 +193,9 @@ func New(opts Options) (*Server, error) {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	s.grpc = grpc.NewServer(append(creds,
-		grpc.ForceServerCodecV2(newCodec(opts.Metrics.InvalidUTF8, opts.Logger)),
+		grpc.ForceServerCodecV2(newCodec(opts.Metrics.InvalidUTF8, opts.Logger, s.decodes)),
 		grpc.NumStreamWorkers(streamWorkers),
-		grpc.MaxRecvMsgSize(maxRecvMsgSize),
+		grpc.MaxRecvMsgSize(opts.GRPCMaxRecvBytes),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{

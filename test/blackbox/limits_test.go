@@ -44,11 +44,11 @@ func TestLongRequestIDsKeepNoMemory(t *testing.T) {
 		idBytes   = 1_000_000 // the whole request stays under 1 MiB
 		maxGrowth = 120 << 20
 	)
-	p, path := startWithPolicy(t, idPolicy)
-	pid := pidOf(t, path)
+	path := tgproc.PolicyFile(t, idPolicy)
+	p := start(t, "--policy", path)
 	user := tgproc.Descriptor("user_id", "mallory")
 	p.Ask(t, "edge", 0, user)
-	before := vmRSS(t, pid)
+	before := p.Memory(t, "VmRSS")
 
 	id := bytes.Repeat([]byte{'x'}, idBytes)
 	var last string
@@ -59,7 +59,7 @@ func TestLongRequestIDsKeepNoMemory(t *testing.T) {
 			t.Fatalf("request %d: %v", i, r)
 		}
 	}
-	after := vmRSS(t, pid)
+	after := p.Memory(t, "VmRSS")
 	t.Logf("VmRSS %d KiB before, %d KiB after %d requests with %d-byte ids (+%d KiB)", before>>10, after>>10, requests, idBytes, (after-before)>>10)
 	if after-before > maxGrowth {
 		t.Errorf("RSS grew by %d MiB, want at most %d MiB", (after-before)>>20, maxGrowth>>20)
@@ -226,26 +226,5 @@ func pidOf(t *testing.T, path string) int {
 		}
 	}
 	t.Fatalf("no process runs with %s", path)
-	return 0
-}
-
-// vmRSS reads the process's resident set size, in bytes, from
-// /proc/PID/status.
-func vmRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmRSS %q: %v", v, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
 	return 0
 }

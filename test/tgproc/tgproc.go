@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -145,6 +146,27 @@ func launch(t *testing.T, cmd *exec.Cmd) *Proc {
 		}
 	})
 	return p
+}
+
+// Memory reads one of the process's sizes in /proc/PID/status (VmRSS,
+// VmHWM: its peak RSS), in bytes.
+func (p *Proc) Memory(t *testing.T, field string) int64 {
+	t.Helper()
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("%s %q: %v", field, v, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, p.cmd.Process.Pid)
+	return 0
 }
 
 // Stop sends SIGTERM and returns the process's exit error.
