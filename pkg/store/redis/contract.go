@@ -7,7 +7,10 @@ package redis
 // this one (go generate: contract_test.go reads these declarations with
 // go/types and names each constant in upper case, argIDMode as
 // ARG_ID_MODE) and checked in, and TestLuaContractFresh fails when it is
-// stale: a name is added here and nowhere else. The other way, one table
+// stale: a name is added here and nowhere else. TestLuaNames fails when a
+// Lua file uses a name that is defined neither here nor in Lua, or a
+// literal KEYS or ARGV position, and when a name here is used by no Lua
+// file (each is one of the chunk's 200 locals). The other way, one table
 // that the prelude is built from at init, cannot also be the Go
 // constants (a table's values are not constants, and these size arrays
 // in reply.go), so it would be a second list beside them.
