@@ -6,8 +6,9 @@ import (
 )
 
 // A static reading of the script (Lua 5.1 as Redis runs it): which names
-// each file uses and declares. It tokenizes and follows scopes, but parses
-// no expression, which is all the checks need.
+// each file uses and declares, and how many locals each function holds at
+// once. It tokenizes and follows scopes, but parses no expression, which
+// is all the checks below need.
 
 // luaToken is one token: kind is 'n' (a name), 'k' (a keyword), '0' (a
 // number), 's' (a string) or 'o' (an operator or punctuation).
@@ -162,13 +163,19 @@ func (d *luaDecl) at() string { return fmt.Sprintf("%s:%d", d.file, d.line) }
 type luaScan struct {
 	problems []string   // file:line: what is wrong
 	decls    []*luaDecl // every local, in order
+	peak     int        // the most locals one function holds at once
+	peakAt   string     // that function
 }
 
-// luaFrame is an open function, block or bracket; functions and blocks
-// hold locals.
+// luaFrame is an open function, block or bracket. Functions and blocks
+// hold locals; a function counts the most it holds at once, its blocks'
+// included (Lua allows 200).
 type luaFrame struct {
-	kind  string // "function", "block", "(", "[" or "{"
-	names map[string]*luaDecl
+	kind   string // "function", "block", "(", "[" or "{"
+	names  map[string]*luaDecl
+	locals int    // locals the frame holds, hidden ones (a for's) too
+	at     string // a function's place
+	peak   int    // a function's most locals at once
 }
 
 // luaScanner walks a chunk's tokens.
@@ -196,13 +203,14 @@ func scanLua(files ...luaFile) (luaScan, error) {
 		}
 		s.toks = append(s.toks, t...)
 	}
-	s.push("function")
+	s.push("function", "the main chunk")
 	for i := 0; i < len(s.toks); i++ {
 		i = s.step(i)
 	}
 	if len(s.frames) != 1 {
 		return s.luaScan, fmt.Errorf("%d blocks left open at the end", len(s.frames)-1)
 	}
+	s.count(s.frames[0])
 	return s.luaScan, nil
 }
 
@@ -220,11 +228,11 @@ func (s *luaScanner) step(i int) int {
 	switch t.text {
 	case "local":
 		if next.text == "function" {
-			s.declare([]luaToken{s.tok(i + 2)})
-			return s.function(i+3, nil)
+			s.declare([]luaToken{s.tok(i + 2)}, 0)
+			return s.function(t, i+3, nil)
 		}
 		list, j := s.names(i + 1)
-		s.declare(list)
+		s.declare(list, 0)
 		return j - 1
 	case "function":
 		var self []luaToken
@@ -237,28 +245,28 @@ func (s *luaScanner) step(i int) int {
 				}
 			}
 		}
-		return s.function(j, self)
+		return s.function(t, j, self)
 	case "for":
 		list, j := s.names(i + 1)
 		s.fors = append(s.fors, luaFor{len(s.frames), list})
 		return j - 1
 	case "do":
-		s.push("block")
+		s.push("block", "")
 		if n := len(s.fors); n > 0 && s.fors[n-1].depth == len(s.frames)-1 {
-			s.declare(s.fors[n-1].names)
+			s.declare(s.fors[n-1].names, 3) // the loop's state: 3 hidden locals
 			s.fors = s.fors[:n-1]
 		}
 	case "then", "repeat":
-		s.push("block")
+		s.push("block", "")
 	case "else":
 		s.pop(t, "block")
-		s.push("block")
+		s.push("block", "")
 	case "elseif", "until":
 		s.pop(t, "block")
 	case "end":
 		s.pop(t, "block function")
 	case "(", "[", "{":
-		s.push(t.text)
+		s.push(t.text, "")
 	case ")", "]", "}":
 		s.pop(t, map[string]string{")": "(", "]": "[", "}": "{"}[t.text])
 	default:
@@ -274,17 +282,18 @@ func (s *luaScanner) step(i int) int {
 	return i
 }
 
-// function opens a function, its parameters (and self, for a method)
-// from its "(" at i, and returns the index of its ")".
-func (s *luaScanner) function(i int, self []luaToken) int {
-	s.push("function")
+// function opens the function whose keyword is t, its parameters (and
+// self, for a method) from its "(" at i, and returns the index of its
+// ")".
+func (s *luaScanner) function(t luaToken, i int, self []luaToken) int {
+	s.push("function", fmt.Sprintf("%s:%d", t.file, t.line))
 	params := self
 	for i++; i < len(s.toks) && s.toks[i].text != ")"; i++ {
 		if s.toks[i].kind == 'n' {
 			params = append(params, s.toks[i])
 		}
 	}
-	s.declare(params)
+	s.declare(params, 0)
 	return i
 }
 
@@ -306,8 +315,8 @@ func (s *luaScanner) report(t luaToken, format string, args ...any) {
 	s.problems = append(s.problems, fmt.Sprintf("%s:%d: ", t.file, t.line)+fmt.Sprintf(format, args...))
 }
 
-func (s *luaScanner) push(kind string) {
-	s.frames = append(s.frames, &luaFrame{kind: kind, names: map[string]*luaDecl{}})
+func (s *luaScanner) push(kind, at string) {
+	s.frames = append(s.frames, &luaFrame{kind: kind, names: map[string]*luaDecl{}, at: at})
 }
 
 // pop closes the innermost frame at t, which must be one of kinds.
@@ -318,6 +327,16 @@ func (s *luaScanner) pop(t luaToken, kinds string) {
 		return
 	}
 	s.frames = s.frames[:len(s.frames)-1]
+	if f.kind == "function" {
+		s.count(f)
+	}
+}
+
+// count keeps the closed function f's locals if they are the most yet.
+func (s *luaScanner) count(f *luaFrame) {
+	if f.peak > s.peak {
+		s.peak, s.peakAt = f.peak, f.at
+	}
 }
 
 // resolve is the local name refers to here, or nil.
@@ -330,10 +349,10 @@ func (s *luaScanner) resolve(name string) *luaDecl {
 	return nil
 }
 
-// declare makes locals of names in the innermost frame. A top-level local
-// may not be declared again at the top level, nor, in upper case,
-// anywhere.
-func (s *luaScanner) declare(names []luaToken) {
+// declare makes locals of names in the innermost frame, and hidden ones
+// more. A top-level local may not be declared again at the top level,
+// nor, in upper case, anywhere.
+func (s *luaScanner) declare(names []luaToken, hidden int) {
 	f, top := s.frames[len(s.frames)-1], len(s.frames) == 1
 	for _, t := range names {
 		if d := s.resolve(t.text); d != nil && d.top && (top || isUpper(t.text[0])) {
@@ -343,6 +362,14 @@ func (s *luaScanner) declare(names []luaToken) {
 		f.names[t.text] = d
 		s.decls = append(s.decls, d)
 	}
+	f.locals += len(names) + hidden
+	// The innermost function holds its frames' locals at once.
+	k, active := len(s.frames)-1, 0
+	for ; s.frames[k].kind != "function"; k-- {
+		active += s.frames[k].locals
+	}
+	fn := s.frames[k]
+	fn.peak = max(fn.peak, active+fn.locals)
 }
 
 // use reads the name at i: a local's use, one of luaGlobals, or a
