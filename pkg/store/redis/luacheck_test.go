@@ -91,7 +91,7 @@ func TestLuaLocals(t *testing.T) {
 		t.Logf("%s: %d locals at once, in %s (budget %d, Lua's limit 200)", form.name, s.peak, s.peakAt, luaLocalsBudget)
 		if s.peak > luaLocalsBudget {
 			t.Errorf("%s holds %d locals at once, in %s: more than the budget of %d (Lua allows 200); "+
-				"put cold code's functions in a table, one local", form.name, s.peak, s.peakAt, luaLocalsBudget)
+				"put cold code's functions in a table, one local, as lua/bignum.lua's BN", form.name, s.peak, s.peakAt, luaLocalsBudget)
 		}
 	}
 }
