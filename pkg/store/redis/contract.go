@@ -2,23 +2,30 @@ package redis
 
 // The contract between the store and its Lua script: every position,
 // separator and constant the two sides share is defined here, once, as a
-// Go constant, and every constant here is one in the script, a local of
-// lua/contract.lua, the script's first file. That file is generated from
-// this one (go generate: contract_test.go reads these declarations with
-// go/types and names each constant in upper case, argIDMode as
-// ARG_ID_MODE) and checked in, and TestLuaContractFresh fails when it is
-// stale: a name is added here and nowhere else. TestLuaNames fails when a
-// Lua file uses a name that is defined neither here nor in Lua, or a
-// literal KEYS or ARGV position, and when a name here is used by no Lua
-// file (each is one of the chunk's 200 locals). The other way, one table
-// that the prelude is built from at init, cannot also be the Go
-// constants (a table's values are not constants, and these size arrays
-// in reply.go), so it would be a second list beside them.
+// Go constant, and each constant here is a local of the script's first
+// file, lua/contract.lua, named in upper case (argIDMode is ARG_ID_MODE).
+// A name is added here and nowhere else:
+//
+//   - lua/contract.lua is generated from this file by go generate (the
+//     generator is TestLuaContractFresh, which reads these declarations
+//     with go/types) and checked in; the same test fails when it is
+//     stale. Generated rather than built at init from one table, because
+//     that table could not also be the Go constants (a table's values
+//     are not constants, and these size arrays in reply.go): it would be
+//     a second list beside them. The generator lives in the test that
+//     checks its output, so nothing of it is in the binary.
+//   - TestLuaNames fails when a Lua file uses a name that is defined
+//     neither here nor in Lua (in Lua an undefined name is a global, nil),
+//     or a literal KEYS or ARGV position, and when a name here is used by
+//     no Lua file: each is one of the chunk's 200 locals (TestLuaLocals
+//     holds the chunk to a budget).
 //
 // A declaration whose doc ends in the directive lua:plus1 holds
 // positions in an array the script builds (the reply), which Go counts
 // from 0 and Lua from 1: each of its Lua names is the value plus one.
-// Every other position is ARGV's, declared as Lua counts it.
+// Every other position is ARGV's, declared as Lua counts it. The file
+// holds constants only, integers and strings, that depend on nothing
+// else.
 //
 //go:generate go test -run ^TestLuaContractFresh$ -update
 
