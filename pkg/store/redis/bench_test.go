@@ -186,7 +186,7 @@ func BenchmarkPerBucket(b *testing.B) {
 	}
 	s := newStore(b, c, Options{})
 	v := storetest.Version(b, 1, 1_000_000_000, "1000000/s")
-	balance := strings.Repeat("b", 8*recBalanceNumbers)
+	balance := strings.Repeat("b", recBalanceBytes)
 	var n atomic.Int64
 	// names returns the next caller's k buckets, of the 8000 all cases use:
 	// "user-U-J", as tokengate's 8-bucket requests name theirs.

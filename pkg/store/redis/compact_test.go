@@ -31,7 +31,7 @@ end`
 // request's own with a floor; and batches that mix calls of two stores.
 func TestCompactRoundTrip(t *testing.T) {
 	orig := script
-	script = newScript(luaContract, luaBignum, luaBucket, luaFast, luaCodec, luaOps, luaLean, luaBatch, classicEcho)
+	script = newScript(append(slices.Clone(luaFiles), luaFile{"classicEcho", classicEcho})...)
 	defer func() { script = orig }()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())

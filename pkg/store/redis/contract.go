@@ -1,15 +1,34 @@
 package redis
 
-import (
-	"fmt"
-	"strings"
-)
-
 // The contract between the store and its Lua script: every position,
-// separator and constant the two sides share is defined here, once, and
-// generated into the script as Lua locals (luaContract) when it is
-// loaded. The Lua files use only these names, never a literal offset.
+// separator and constant the two sides share is defined here, once, as a
+// Go constant, and each constant here is a local of the script's first
+// file, lua/contract.lua, named in upper case (argIDMode is ARG_ID_MODE).
+// A name is added here and nowhere else:
 //
+//   - lua/contract.lua is generated from this file by go generate (the
+//     generator is TestLuaContractFresh, which reads these declarations
+//     with go/types) and checked in; the same test fails when it is
+//     stale. Generated rather than built at init from one table, because
+//     that table could not also be the Go constants (a table's values
+//     are not constants, and these size arrays in reply.go): it would be
+//     a second list beside them. The generator lives in the test that
+//     checks its output, so nothing of it is in the binary.
+//   - TestLuaNames fails when a Lua file uses a name that is defined
+//     neither here nor in Lua (in Lua an undefined name is a global, nil),
+//     or a literal KEYS or ARGV position, and when a name here is used by
+//     no Lua file: each is one of the chunk's 200 locals (TestLuaLocals
+//     holds the chunk to a budget).
+//
+// A declaration whose doc ends in the directive lua:plus1 holds
+// positions in an array the script builds (the reply), which Go counts
+// from 0 and Lua from 1: each of its Lua names is the value plus one.
+// Every other position is ARGV's, declared as Lua counts it. The file
+// holds constants only, integers and strings, that depend on nothing
+// else.
+//
+//go:generate go test -run ^TestLuaContractFresh$ -update
+
 // Arguments (ARGV, 1-based). The header comes first, then itemArgs
 // arguments per item (decide and reserve) or settleArgs per bucket
 // (settle); a settle that records a request id's answer adds it last.
@@ -46,7 +65,7 @@ const (
 // path reads them without parsing decimals.
 const fastFormat = "<ddd"
 
-// A bucket is recNumbers little-endian doubles (recFormat: tokens, then
+// A bucket is recBytes of little-endian doubles (recFormat: tokens, then
 // its fraction, its cursor and its version's activation, each as
 // h*10^9 + l, then the instant in ms until which its key surely lives)
 // followed by its identity (itemID of the version it was decided under).
@@ -54,10 +73,10 @@ const fastFormat = "<ddd"
 // Its balance (tokens, fraction, cursor) is the first five doubles (recBalanceFormat),
 // so that a write of the balance alone is a SETRANGE at 0.
 const (
-	recNumbers        = 8
-	recFormat         = "<dddddddd"
-	recBalanceNumbers = 5
-	recBalanceFormat  = "<ddddd"
+	recFormat        = "<dddddddd"
+	recBytes         = 8 * (len(recFormat) - 1)
+	recBalanceFormat = "<ddddd"
+	recBalanceBytes  = 8 * (len(recBalanceFormat) - 1)
 )
 
 // Settle arguments, offsets within a bucket's block.
@@ -115,13 +134,20 @@ const (
 // The reply is a flat array: replyHead fields, then replyItemFields per
 // item. Values are integers below 2^53, or decimal strings for larger
 // ones (the bignum path).
+//
+//lua:plus1
 const (
 	replyKind    = iota // kindDecided, kindReplay or kindPending
 	replyAllowed        // 1 when the request was allowed
 	replyForgot         // latest cursor of a full new bucket not stored (RequestTime), biased, or ""
 	replySettle         // a reserve's settle entries (see settleEntry)
 	replyClaimed        // 1 when a reserve claimed the request id
-	replyHead    = iota
+)
+
+// The number of fields of the reply's head and of each of its items.
+const (
+	replyHead       = replyClaimed + 1
+	replyItemFields = replyExtra2 + 1
 )
 
 // A compact call decided by the lean path (lua/lean.lua) answers packed:
@@ -132,9 +158,13 @@ const (
 const packedNumber = "d"
 
 // A replay's reply is {kindReplay, record}.
+//
+//lua:plus1
 const replyRecord = 1
 
 // Reply item fields.
+//
+//lua:plus1
 const (
 	replyFlags = iota // flagAllowed | flagNever | flagSnapshot
 	replyRemaining
@@ -145,7 +175,6 @@ const (
 	// now; a reserve's remaining and reset should the request be rejected.
 	replyExtra1
 	replyExtra2
-	replyItemFields = iota
 )
 
 // Reply kinds and item flags.
@@ -183,44 +212,3 @@ const (
 // number path (lua/fast.lua): doubles are exact integers below 2^53, and
 // 2^52 leaves room for one sum of two such values.
 const fastLimit = 1 << 52
-
-// luaContract is the Lua prelude that defines the names above.
-var luaContract = func() string {
-	var b strings.Builder
-	b.WriteString("-- generated from contract.go: the Go<->Lua contract\n")
-	for _, c := range []struct {
-		name  string
-		value any
-	}{
-		{"ARG_OP", argOp}, {"ARG_NOW", argNow}, {"ARG_FLOOR", argFloor}, {"ARG_EXPIRE", argExpire},
-		{"ARG_PID", argPid}, {"ARG_ID_MODE", argIDMode}, {"ARG_WINDOW", argWindow}, {"ARG_PENDING", argPending},
-		{"ARG_ITEMS", argItems}, {"ARG_FP", argFP}, {"ARG_MAX_REPLAYS", argMaxReplays}, {"ARG_TOLERANCE", argTolerance}, {"HEADER_ARGS", headerArgs},
-		{"ITEM_COST", itemCost}, {"ITEM_AT", itemAt}, {"ITEM_ID", itemID}, {"ITEM_VERSION", itemVersion},
-		{"ITEM_FAST", itemFast}, {"ITEM_MODE", itemMode}, {"ITEM_CHAIN", itemChain}, {"ITEM_ARGS", itemArgs},
-		{"FAST_FORMAT", fastFormat}, {"REC_FORMAT", recFormat}, {"REC_BYTES", 8 * recNumbers}, {"REC_BALANCE_FORMAT", recBalanceFormat}, {"REC_BALANCE_BYTES", 8 * recBalanceNumbers},
-		{"SETTLE_UNITS", settleUnits}, {"SETTLE_PER", settlePer}, {"SETTLE_NEW", settleNew}, {"SETTLE_ARGS", settleArgs},
-		{"OP_DECIDE", opDecide}, {"OP_RESERVE", opReserve}, {"OP_SETTLE", opSettle}, {"OP_BATCH", opBatch},
-		{"ARG_BATCH_CALLS", argBatchCalls}, {"ARG_BATCH_CONTEXTS", argBatchContexts}, {"ARG_BATCH_VERSIONS", argBatchVersions},
-		{"BATCH_HEAD", batchHead}, {"CALL_COUNTS_FORMAT", callCountsFormat}, {"CALL_FORMAT", callFormat}, {"CALL_ITEM_FORMAT", callItemFormat},
-		{"ID_NONE", idNone}, {"ID_LAST", idLast}, {"ID_RELEASE", idRelease},
-		{"KIND_DECIDED", kindDecided}, {"KIND_REPLAY", kindReplay}, {"KIND_PENDING", kindPending},
-		{"FLAG_ALLOWED", flagAllowed}, {"FLAG_NEVER", flagNever}, {"FLAG_SNAPSHOT", flagSnapshot},
-		{"VER_SEP", verSep}, {"CHAIN_SEP", chainSep}, {"FIELD_SEP", fieldSep}, {"RECORD_SEP", recordSep},
-		{"FAST_LIMIT", fastLimit}, {"PACKED_NUMBER", packedNumber},
-		// Lua arrays count from 1.
-		{"REPLY_KIND", replyKind + 1}, {"REPLY_ALLOWED", replyAllowed + 1}, {"REPLY_FORGOT", replyForgot + 1},
-		{"REPLY_SETTLE", replySettle + 1}, {"REPLY_CLAIMED", replyClaimed + 1}, {"REPLY_HEAD", replyHead},
-		{"REPLY_FLAGS", replyFlags + 1}, {"REPLY_REMAINING", replyRemaining + 1}, {"REPLY_RETRY", replyRetry + 1},
-		{"REPLY_RESET", replyReset + 1}, {"REPLY_EXTRA1", replyExtra1 + 1}, {"REPLY_EXTRA2", replyExtra2 + 1},
-		{"REPLY_ITEM_FIELDS", replyItemFields}, {"REPLY_RECORD", replyRecord + 1},
-		{"ID_FIELD_FP", idFieldFP}, {"ID_FIELD_LEFT", idFieldLeft}, {"ID_FIELD_RECORD", idFieldRecord}, {"ID_PENDING", idPending},
-	} {
-		switch v := c.value.(type) {
-		case int:
-			fmt.Fprintf(&b, "local %s = %d\n", c.name, v)
-		case string:
-			fmt.Fprintf(&b, "local %s = %q\n", c.name, v)
-		}
-	}
-	return b.String()
-}()

@@ -15,14 +15,14 @@ import (
 const bignumDriver = `
 local out = {}
 for i = 1, #ARGV, 3 do
-  local op, a, b = ARGV[i], num(ARGV[i + 1]), num(ARGV[i + 2])
-  if op == 'add' then out[#out + 1] = str(add(a, b))
-  elseif op == 'sub' then out[#out + 1] = str(sub(a, b))
-  elseif op == 'mul' then out[#out + 1] = str(mul(a, b))
-  elseif op == 'cmp' then out[#out + 1] = tostring(cmp(a, b))
+  local op, a, b = ARGV[i], BN.num(ARGV[i + 1]), BN.num(ARGV[i + 2])
+  if op == 'add' then out[#out + 1] = BN.str(BN.add(a, b))
+  elseif op == 'sub' then out[#out + 1] = BN.str(BN.sub(a, b))
+  elseif op == 'mul' then out[#out + 1] = BN.str(BN.mul(a, b))
+  elseif op == 'cmp' then out[#out + 1] = tostring(BN.cmp(a, b))
   elseif op == 'div' then
-    local q, r = divmod(a, b)
-    out[#out + 1] = str(q) .. ' ' .. str(r)
+    local q, r = BN.divmod(a, b)
+    out[#out + 1] = BN.str(q) .. ' ' .. BN.str(r)
   end
 end
 return out`

@@ -10,6 +10,8 @@ import (
 )
 
 var (
+	//go:embed lua/contract.lua
+	luaContract string
 	//go:embed lua/bignum.lua
 	luaBignum string
 	//go:embed lua/bucket.lua
@@ -26,12 +28,22 @@ var (
 	luaBatch string
 )
 
-// script is the code every call runs: the contract generated from
-// contract.go, then the files, concatenated (each defines locals the next
-// uses): bignums, the bucket arithmetic on them, the same on plain
-// numbers, the codec, the operations, the lean path of the usual
-// decision, and batches with the one entry, main.
-var script = newScript(luaContract, luaBignum, luaBucket, luaFast, luaCodec, luaOps, luaLean, luaBatch)
+// luaFiles are the files of the code every call runs, in the order they
+// are concatenated (each defines locals the next uses): the contract
+// generated from contract.go, bignums, the bucket arithmetic on them, the
+// same on plain numbers, the codec, the operations, the lean path of the
+// usual decision, and batches with the one entry, main.
+var luaFiles = []luaFile{
+	{"lua/contract.lua", luaContract}, {"lua/bignum.lua", luaBignum}, {"lua/bucket.lua", luaBucket},
+	{"lua/fast.lua", luaFast}, {"lua/codec.lua", luaCodec}, {"lua/ops.lua", luaOps},
+	{"lua/lean.lua", luaLean}, {"lua/batch.lua", luaBatch},
+}
+
+// luaFile is one file of the script: its path in this package, its code.
+type luaFile struct{ name, src string }
+
+// script is that code as one chunk.
+var script = newScript(luaFiles...)
 
 // luaScript is that code in two forms. As a Redis function library
 // (Redis 7 and Valkey: FUNCTION LOAD once, then FCALL), its definitions
@@ -49,7 +61,11 @@ type luaScript struct {
 	sha     string // of src
 }
 
-func newScript(parts ...string) luaScript {
+func newScript(files ...luaFile) luaScript {
+	parts := make([]string, len(files))
+	for i, f := range files {
+		parts[i] = f.src
+	}
 	body := strings.Join(parts, "\n")
 	sum := sha1.Sum([]byte(body))
 	name := "tokengate_" + hex.EncodeToString(sum[:8])

@@ -261,10 +261,10 @@ func TestClockBehindCursor(t *testing.T) {
 	}
 }
 
-// A bucket record as tests read it (contract.go): recNumbers doubles,
+// A bucket record as tests read it (contract.go): recBytes of doubles,
 // then the identity.
 type bucketRecord struct {
-	nums  [recNumbers]float64
+	nums  [recBytes / 8]float64
 	ident string
 }
 
@@ -295,14 +295,14 @@ func readRecord(t testing.TB, c rueidis.Client, key string) bucketRecord {
 	if err != nil {
 		t.Fatalf("read bucket %s: %v", key, err)
 	}
-	if len(s) < 8*recNumbers {
+	if len(s) < recBytes {
 		t.Fatalf("bucket %s: record of %d bytes", key, len(s))
 	}
 	var r bucketRecord
 	for i := range r.nums {
 		r.nums[i] = math.Float64frombits(binary.LittleEndian.Uint64([]byte(s[8*i:])))
 	}
-	r.ident = s[8*recNumbers:]
+	r.ident = s[recBytes:]
 	return r
 }
 

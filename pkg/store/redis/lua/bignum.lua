@@ -5,9 +5,12 @@
 -- product is below 10^14 and a quotient digit is estimated from two limbs,
 -- so each step is exact. Decimal strings convert by slicing DIG digits.
 local floor = math.floor
-local num, str, tonum, cmp, iszero, add, sub, mul, divmod
--- The limbs' helpers are local to this block (the library's chunk may
--- hold at most 200 locals).
+-- BN holds the functions, one local where there were nine, and the limbs'
+-- helpers are local to this block: the chunk may hold at most 200 locals
+-- (TestLuaLocals). Bignums serve the slow path only, where a field lookup
+-- a call is nothing beside the limbs' arithmetic; the fast paths keep
+-- their helpers as locals.
+local BN = {}
 do
   local DIG = 7
   local B = 10 ^ DIG
@@ -19,7 +22,7 @@ do
   end
 
   -- num parses a decimal string of digits (no sign).
-  function num(s)
+  function BN.num(s)
     local a, n, i = {}, 0, #s
     while i > 0 do
       local j = i - DIG + 1
@@ -38,7 +41,7 @@ do
   end
 
   local PAD = '%0' .. DIG .. 'd'
-  function str(a)
+  function BN.str(a)
     local n = #a
     if n == 0 then return '0' end
     local parts = {string.format('%d', a[n])}
@@ -47,13 +50,13 @@ do
   end
 
   -- tonum converts a number below 2^53 to a Lua number.
-  function tonum(a)
+  function BN.tonum(a)
     local v = 0
     for i = #a, 1, -1 do v = v * B + a[i] end
     return v
   end
 
-  function cmp(a, b)
+  function BN.cmp(a, b)
     local na, nb = #a, #b
     if na ~= nb then
       if na < nb then return -1 end
@@ -69,9 +72,9 @@ do
     return 0
   end
 
-  function iszero(a) return #a == 0 end
+  function BN.iszero(a) return #a == 0 end
 
-  function add(a, b)
+  function BN.add(a, b)
     local r, carry = {}, 0
     local n = #a
     if #b > n then n = #b end
@@ -84,7 +87,7 @@ do
   end
 
   -- sub returns a - b; the caller guarantees a >= b.
-  function sub(a, b)
+  function BN.sub(a, b)
     local r, borrow = {}, 0
     for i = 1, #a do
       local t = a[i] - (b[i] or 0) - borrow
@@ -93,7 +96,7 @@ do
     return norm(r)
   end
 
-  function mul(a, b)
+  function BN.mul(a, b)
     local na, nb = #a, #b
     if na == 0 or nb == 0 then return {} end
     local r = {}
@@ -133,9 +136,9 @@ do
 
   -- divmod returns a / b and a % b (b > 0): short division for a one-limb
   -- divisor, else Knuth's algorithm D (TAOCP 4.3.1) in base B.
-  function divmod(a, b)
+  function BN.divmod(a, b)
     local n = #b
-    if cmp(a, b) < 0 then return {}, a end
+    if BN.cmp(a, b) < 0 then return {}, a end
     if n == 1 then
       local d, q, r = b[1], {}, 0
       for i = #a, 1, -1 do
@@ -189,7 +192,7 @@ do
     local r = {}
     for i = 1, n do r[i] = u[i] end
     norm(r)
-    local rq = divmod(r, small(f))
+    local rq = BN.divmod(r, small(f))
     return norm(q), rq
   end
 end

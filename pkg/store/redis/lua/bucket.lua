@@ -3,8 +3,9 @@
 -- tokens, p = rate period in ns}; every field is a bignum.
 local full, refill, untilfull, decide, transition, units, fromunits
 -- Helpers are local to this block (the library's chunk may hold at most
--- 200 locals).
+-- 200 locals), the bignum functions too.
 do
+  local num, cmp, iszero, add, sub, mul, divmod = BN.num, BN.cmp, BN.iszero, BN.add, BN.sub, BN.mul, BN.divmod
   local ZERO = {}
   local MAXD = num('9223372036854775807') -- bucket.MaxDuration
 

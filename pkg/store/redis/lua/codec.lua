@@ -33,13 +33,13 @@ local function hldec(h, l)
   if h == 0 then return string.format('%.0f', l) end
   return string.format('%.0f%09.0f', h, l)
 end
-local function hlbig(h, l) return num(hldec(h, l)) end
+local function hlbig(h, l) return BN.num(hldec(h, l)) end
 local bighl
 do
-  local BILLION = num('1000000000')
+  local BILLION = BN.num('1000000000')
   function bighl(a)
-    local q, r = divmod(a, BILLION)
-    return tonum(q), tonum(r)
+    local q, r = BN.divmod(a, BILLION)
+    return BN.tonum(q), BN.tonum(r)
   end
 end
 local function nowbig()
@@ -93,16 +93,16 @@ end
 
 -- signed parses an optionally negative decimal: {neg = bool, m = bignum}.
 local function signed(s)
-  if string.sub(s, 1, 1) == '-' then return {neg = true, m = num(string.sub(s, 2))} end
-  return {neg = false, m = num(s)}
+  if string.sub(s, 1, 1) == '-' then return {neg = true, m = BN.num(string.sub(s, 2))} end
+  return {neg = false, m = BN.num(s)}
 end
 
 -- back returns now - d for a signed bignum d, floored at 0.
 local function back(d)
   local now = nowbig()
-  if d.neg then return add(now, d.m) end
-  if cmp(d.m, now) > 0 then return {} end
-  return sub(now, d.m)
+  if d.neg then return BN.add(now, d.m) end
+  if BN.cmp(d.m, now) > 0 then return {} end
+  return BN.sub(now, d.m)
 end
 
 -- activation is the instant (h, l) of a version activated at, a signed
@@ -155,8 +155,8 @@ local function chain(s, at)
     for x in string.gmatch(e, '[^' .. FIELD_SEP .. ']+') do f[#f + 1] = x end
     local d = signed(f[6])
     local cat
-    if d.neg then cat = add(at, d.m) elseif cmp(d.m, at) > 0 then cat = {} else cat = sub(at, d.m) end
-    out[#out + 1] = {v = f[1], p = {c = num(f[2]), n = num(f[3]), p = num(f[4])}, mode = f[5], at = cat}
+    if d.neg then cat = BN.add(at, d.m) elseif BN.cmp(d.m, at) > 0 then cat = {} else cat = BN.sub(at, d.m) end
+    out[#out + 1] = {v = f[1], p = {c = BN.num(f[2]), n = BN.num(f[3]), p = BN.num(f[4])}, mode = f[5], at = cat}
   end
   return out
 end

@@ -27,25 +27,25 @@ local BIG = {
   decide = function(p, s, cost) return decide(p, s, nowbig(), cost) end,
   untilfull = function(p, s) return untilfull(p, s, nowbig()) end,
   cost = signed,
-  out = str,
-  full = function(p, s) return cmp(s.t, p.c) >= 0 end,
-  zero = iszero,
+  out = BN.str,
+  full = function(p, s) return BN.cmp(s.t, p.c) >= 0 end,
+  zero = BN.iszero,
   pack = function(s)
     local fh, fl = bighl(s.f)
     local ah, al = bighl(s.a)
-    return tonum(s.t), fh, fl, ah, al
+    return BN.tonum(s.t), fh, fl, ah, al
   end,
-  cursor = function(s) return str(s.a) end,
+  cursor = function(s) return BN.str(s.a) end,
   ms = function(ns)
-    local q, r = divmod(ns, {1000000})
-    if not iszero(r) then q = add(q, {1}) end
-    return tonum(q)
+    local q, r = BN.divmod(ns, {1000000})
+    if not BN.iszero(r) then q = BN.add(q, {1}) end
+    return BN.tonum(q)
   end,
 }
 
 -- bigstate is a record's balance as bignums.
 local function bigstate(t, fh, fl, ah, al)
-  return {t = num(string.format('%.0f', t)), f = hlbig(fh, fl), a = hlbig(ah, al)}
+  return {t = BN.num(string.format('%.0f', t)), f = hlbig(fh, fl), a = hlbig(ah, al)}
 end
 
 -- Item b is the ARGV index before an item's arguments.
@@ -56,7 +56,7 @@ local function fastparams(b)
   return {c = c, n = n, p = p}
 end
 
-local function bigparams(c, n, p) return {c = num(c), n = num(n), p = num(p)} end
+local function bigparams(c, n, p) return {c = BN.num(c), n = BN.num(n), p = BN.num(p)} end
 
 -- work is a bucket's working state: its engine, parameters, state as
 -- loaded (s) and as decided so far (cur), the identity and activation of
@@ -84,7 +84,7 @@ local function newbucket(b, big)
   end
   local _, c, n, per = readid(id)
   local bp, at = bigparams(c, n, per), nowbig()
-  if FLOOR ~= '' and cmp(num(FLOOR), at) > 0 then at = num(FLOOR) end
+  if FLOOR ~= '' and BN.cmp(BN.num(FLOOR), at) > 0 then at = BN.num(FLOOR) end
   return work(BIG, bp, full(bp, at), id, false, false, false, true, false)
 end
 
@@ -105,7 +105,7 @@ local function convert(b, s, vh, vl, exp, ident)
   local move, walk = false, false
   if spid == PID then
     if deccmp(vid, svid) > 0 then move, walk = true, true end
-  elseif cmp(at, hlbig(vh, vl)) > 0 then
+  elseif BN.cmp(at, hlbig(vh, vl)) > 0 then
     move = true
   end
   if not move then return work(BIG, from, refill(from, s, now), ident, vh, vl, exp, false, false) end
@@ -287,14 +287,14 @@ local function settlement(allowed, order)
     local st, ttl, dirty = w.s, nil, w.dirty
     if allowed then
       local ur, ua = units(w.p, w.s), units(w.p, w.cur)
-      local c, isnew = cmp(ua, ur), (w.new and '1' or '0')
+      local c, isnew = BN.cmp(ua, ur), (w.new and '1' or '0')
       if c > 0 then
-        settle[#settle + 1] = table.concat({w.idx, 'c', str(sub(ua, ur)), str(w.p.p), isnew}, FIELD_SEP)
+        settle[#settle + 1] = table.concat({w.idx, 'c', BN.str(BN.sub(ua, ur)), BN.str(w.p.p), isnew}, FIELD_SEP)
       else
         st, ttl = w.cur, w.reseta
         if c < 0 then
           dirty = true
-          settle[#settle + 1] = table.concat({w.idx, 'u', str(sub(ur, ua)), str(w.p.p), isnew}, FIELD_SEP)
+          settle[#settle + 1] = table.concat({w.idx, 'u', BN.str(BN.sub(ur, ua)), BN.str(w.p.p), isnew}, FIELD_SEP)
         end
       end
     end
@@ -357,12 +357,12 @@ local function settleop()
       local w = work(BIG, p, nil, ident, vh, vl, exp, false, false)
       w.key = KEYS[i]
       local s = refill(p, bigstate(t, fh, fl, ah, al), nowbig())
-      local u, uper = num(ARGV[b + SETTLE_UNITS]), num(ARGV[b + SETTLE_PER])
-      if cmp(uper, p.p) ~= 0 then u = divmod(mul(u, p.p), uper) end
-      s = fromunits(p, add(units(p, s), u), s.a)
-      if ARGV[b + SETTLE_NEW] == '1' and not EXPIRE and cmp(s.t, p.c) >= 0 then
+      local u, uper = BN.num(ARGV[b + SETTLE_UNITS]), BN.num(ARGV[b + SETTLE_PER])
+      if BN.cmp(uper, p.p) ~= 0 then u = BN.divmod(BN.mul(u, p.p), uper) end
+      s = fromunits(p, BN.add(units(p, s), u), s.a)
+      if ARGV[b + SETTLE_NEW] == '1' and not EXPIRE and BN.cmp(s.t, p.c) >= 0 then
         redis.call('DEL', w.key)
-        raise(str(s.a))
+        raise(BN.str(s.a))
       else
         put(w, s, untilfull(p, s, nowbig()), true)
       end
