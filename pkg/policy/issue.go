@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -70,4 +71,40 @@ func (e Errors) Unwrap() []error {
 		errs[i] = is
 	}
 	return errs
+}
+
+// MaxBriefIssues is how many issues Brief names before it counts the rest,
+// and MaxBriefLine how many bytes of each it keeps.
+const (
+	MaxBriefIssues = 20
+	MaxBriefLine   = 512
+)
+
+// Brief is err's text for a log line or an xDS NACK: of a policy's Errors
+// the first MaxBriefIssues, each cut to MaxBriefLine bytes, and a count of
+// the rest, where Error names them all (tokengate validate prints every
+// one). A config with 20,000 errors is a few KB this way, not megabytes on
+// every replica.
+func Brief(err error) string {
+	var errs Errors
+	if !errors.As(err, &errs) {
+		return cut(err.Error(), MaxBriefIssues*MaxBriefLine)
+	}
+	n := min(len(errs), MaxBriefIssues)
+	lines := make([]string, n, n+1)
+	for i, is := range errs[:n] {
+		lines[i] = cut(is.Error(), MaxBriefLine)
+	}
+	if more := len(errs) - n; more > 0 {
+		lines = append(lines, fmt.Sprintf("... and %d more errors (tokengate validate lists them all)", more))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cut keeps the first max bytes of s, saying how long it was.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(s[:max], ""), len(s))
 }

@@ -215,6 +215,10 @@ func (r *reader) match(n *yaml.Node, a at) []Pattern {
 		r.fail(n, a, "match", errors.New("empty: a rule needs at least one entry"))
 		return nil
 	}
+	if len(n.Content) > MaxMatchEntries {
+		r.fail(n, a, "match", fmt.Errorf("%d entries: a descriptor has at most %d, so the rule could never match", len(n.Content), MaxMatchEntries))
+		return nil
+	}
 	patterns := make([]Pattern, 0, len(n.Content))
 	for i, en := range n.Content {
 		f := r.fields(en, a, fmt.Sprintf("match entry %d", i+1), entryFields)

@@ -15,6 +15,11 @@ import (
 // MaxFileSize is the largest policy file Parse accepts.
 const MaxFileSize = 4 << 20
 
+// MaxMatchEntries is the most entries a rule can match: a descriptor has
+// at most that many (pkg/service refuses more), so a longer match list, or
+// a reference-format tree deeper than that, could never match a request.
+const MaxMatchEntries = 32
+
 // reader walks the YAML tree of one policy file and collects every issue,
 // so that a bad file is reported whole rather than one error at a time.
 type reader struct {

@@ -105,7 +105,7 @@ func (r *reader) refParse(root *yaml.Node) *refFile {
 	}
 	a := at{domain: out.domain}
 	if n := f["descriptors"]; n != nil {
-		out.nodes = r.refNodes(n, a, "")
+		out.nodes = r.refNodes(n, a, "", 1)
 	}
 	if len(out.nodes) == 0 && out.domain != "" {
 		r.warn(out.domainLine, a, "descriptors", errors.New("none: every request to this domain is answered OK"))
@@ -113,9 +113,9 @@ func (r *reader) refParse(root *yaml.Node) *refFile {
 	return out
 }
 
-// refNodes reads a list of descriptors; path is the parent's, for
-// messages.
-func (r *reader) refNodes(n *yaml.Node, a at, path string) []*refNode {
+// refNodes reads a list of descriptors at depth (1 at the top); path is
+// the parent's, for messages.
+func (r *reader) refNodes(n *yaml.Node, a at, path string, depth int) []*refNode {
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return nil
 	}
@@ -126,7 +126,7 @@ func (r *reader) refNodes(n *yaml.Node, a at, path string) []*refNode {
 	var nodes []*refNode
 	seen := make(map[string]int)
 	for _, dn := range n.Content {
-		node := r.refNode(dn, a, path)
+		node := r.refNode(dn, a, path, depth)
 		if node == nil {
 			continue
 		}
@@ -147,8 +147,11 @@ func joinPath(path, composite string) string {
 	return path + "." + composite
 }
 
-// refNode reads one descriptor and its children; nil when it has errors.
-func (r *reader) refNode(n *yaml.Node, a at, path string) *refNode {
+// refNode reads one descriptor at depth and its children; nil when it has
+// errors. Below MaxMatchEntries levels it reads nothing more: no
+// descriptor reaches there, and flattening a deeper tree would cost its
+// depth cubed.
+func (r *reader) refNode(n *yaml.Node, a at, path string, depth int) *refNode {
 	before := len(r.errs)
 	f := r.refFields(n, a, "descriptor", refNodeFields)
 	if f == nil {
@@ -194,8 +197,12 @@ func (r *reader) refNode(n *yaml.Node, a at, path string) *refNode {
 	if ln := f["rate_limit"]; ln != nil {
 		node.limit = r.refLimit(ln, a, here)
 	}
-	if dn := f["descriptors"]; dn != nil {
-		node.children = r.refNodes(dn, a, here)
+	switch dn := f["descriptors"]; {
+	case dn == nil:
+	case depth == MaxMatchEntries && dn.Kind == yaml.SequenceNode && len(dn.Content) > 0:
+		r.fail(dn, a, "descriptors", fmt.Errorf("%s: nested deeper than %d levels: a descriptor has at most %d entries, so nothing below can match", here, MaxMatchEntries, MaxMatchEntries))
+	default:
+		node.children = r.refNodes(dn, a, here, depth+1)
 	}
 	if len(r.errs) > before {
 		return nil

@@ -24,7 +24,7 @@ import (
 // Limits on the shape of a request (see the package comment).
 const (
 	MaxDescriptors = store.MaxItems
-	MaxEntries     = 32
+	MaxEntries     = policy.MaxMatchEntries
 	MaxKeyBytes    = 256
 	MaxValueBytes  = 4096
 )

@@ -126,8 +126,12 @@ func (p *Publisher) loaded(prev, next *policy.Policy) {
 		log.Warn("policy revision went down: applied as a rollback", SourceKey, p.opts.Source,
 			"revision", next.Revision(), "previous_revision", prev.Revision())
 	}
-	for _, is := range next.Warnings() {
-		log.Warn("policy warning", SourceKey, p.opts.Source, "warning", is.Error())
+	warnings := next.Warnings()
+	for _, is := range warnings[:min(len(warnings), policy.MaxBriefIssues)] {
+		log.Warn("policy warning", SourceKey, p.opts.Source, "warning", policy.Brief(is))
+	}
+	if more := len(warnings) - policy.MaxBriefIssues; more > 0 {
+		log.Warn("more policy warnings not logged", SourceKey, p.opts.Source, "count", more)
 	}
 	if p.opts.OnReload != nil {
 		p.opts.OnReload(Success, next, nil)
@@ -135,7 +139,7 @@ func (p *Publisher) loaded(prev, next *policy.Policy) {
 }
 
 func (p *Publisher) refused(cur *policy.Policy, err error) {
-	attrs := []any{SourceKey, p.opts.Source, "err", err}
+	attrs := []any{SourceKey, p.opts.Source, "err", policy.Brief(err)}
 	if cur != nil {
 		attrs = append(attrs, "serving_revision", cur.Revision(), "serving_sha256", cur.SHA256())
 	}

@@ -227,7 +227,7 @@ func (c *Client) stream(ctx context.Context) (got bool, err error) {
 			refused = refusal{}
 		}
 		if err != nil {
-			req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+			req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: policy.Brief(err)}
 		} else {
 			v := resp.GetVersionInfo()
 			c.acked.Store(&v)

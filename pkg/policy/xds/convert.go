@@ -45,13 +45,44 @@ type (
 )
 
 // File renders one RateLimitConfig as a reference-format policy file named
-// "xds:" and the resource's name.
+// "xds:" and the resource's name. A config deeper than a descriptor can be
+// long, or whose file would pass policy.MaxFileSize, is refused before it
+// is rendered: YAML indents each level, so a small deep config renders to
+// a file of its depth squared (115 KB to 810 MB), and every replica gets
+// the same config.
 func File(c *rlsconf.RateLimitConfig) (policy.File, error) {
+	if size, err := rendered(c.GetDescriptors(), 1, c.GetDomain()); err != nil {
+		return policy.File{}, fmt.Errorf("RateLimitConfig %q: %w", c.GetName(), err)
+	} else if size > policy.MaxFileSize {
+		return policy.File{}, fmt.Errorf("RateLimitConfig %q: renders to more than %d bytes, the most a policy file may be", c.GetName(), policy.MaxFileSize)
+	}
 	data, err := yaml.Marshal(refFile{Domain: c.GetDomain(), Descriptors: descriptors(c.GetDescriptors())})
 	if err != nil {
 		return policy.File{}, fmt.Errorf("RateLimitConfig %q: %w", c.GetName(), err)
 	}
 	return policy.File{Name: "xds:" + c.GetName(), Data: data}, nil
+}
+
+// rendered is at most the size of descriptors ds at depth (1 at the top)
+// once rendered, each a line "key: ..." indented two spaces a level; path
+// names where they are, for the error when they nest deeper than
+// policy.MaxMatchEntries.
+func rendered(ds []*rlsconf.RateLimitDescriptor, depth int, path string) (int, error) {
+	if len(ds) > 0 && depth > policy.MaxMatchEntries {
+		return 0, fmt.Errorf("%s: descriptors nested deeper than %d levels: a descriptor has at most %d entries, so nothing below can match", path, policy.MaxMatchEntries, policy.MaxMatchEntries)
+	}
+	size := 0
+	for _, d := range ds {
+		n, err := rendered(d.GetDescriptors(), depth+1, path+"."+d.GetKey())
+		if err != nil {
+			return 0, err
+		}
+		size += n + len(d.GetKey()) + len(d.GetValue()) + 2*depth
+		if size > policy.MaxFileSize {
+			break
+		}
+	}
+	return size, nil
 }
 
 func descriptors(ds []*rlsconf.RateLimitDescriptor) []refDescriptor {

@@ -3,6 +3,7 @@ package xds
 import (
 	"strings"
 	"testing"
+	"time"
 
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
@@ -80,5 +81,45 @@ func TestRepeatedDomain(t *testing.T) {
 	_, err := policy.ParseFiles("set", files)
 	if err == nil || !strings.Contains(err.Error(), "repeated domain: also in xds:a") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestFileBounds: a config nested deeper than a descriptor can be long,
+// or one that would render past policy.MaxFileSize, is refused before it
+// is rendered, in well under a second; one 32 levels deep renders.
+func TestFileBounds(t *testing.T) {
+	deep := func(levels int) *rlsconf.RateLimitConfig {
+		var ds []*rlsconf.RateLimitDescriptor
+		for i := levels - 1; i >= 0; i-- {
+			ds = []*rlsconf.RateLimitDescriptor{{Key: "k", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_SECOND, RequestsPerUnit: 1}, Descriptors: ds}}
+		}
+		return &rlsconf.RateLimitConfig{Name: "deep", Domain: "edge", Descriptors: ds}
+	}
+	wide := &rlsconf.RateLimitConfig{Name: "wide", Domain: "edge"}
+	for range 300_000 {
+		wide.Descriptors = append(wide.Descriptors, &rlsconf.RateLimitDescriptor{Key: "a-sixteen-byte-k"})
+	}
+	if _, err := File(deep(policy.MaxMatchEntries)); err != nil {
+		t.Fatalf("a config %d levels deep: %v", policy.MaxMatchEntries, err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  *rlsconf.RateLimitConfig
+		says string
+	}{
+		{"33 levels", deep(policy.MaxMatchEntries + 1), `RateLimitConfig "deep": edge.k.k`},
+		{"5,000 levels", deep(5000), "descriptors nested deeper than 32 levels"},
+		{"past the file size", wide, "renders to more than 4194304 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			begin := time.Now()
+			_, err := File(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("File: %v, want it to say %q", err, tc.says)
+			}
+			if took := time.Since(begin); took > 100*time.Millisecond {
+				t.Fatalf("refused after %v", took)
+			}
+		})
 	}
 }
