@@ -136,7 +136,7 @@ func (sc *scratch) metadata(domain string, vs []Verdict, top int, retryAfter int
 		for i := range vs {
 			if v := &vs[i]; v.notable() && len(list) < MaxMetaDescriptors {
 				b := new(metaBlock)
-				df := sc.metaFields(i, v, ceilSeconds(int64(v.Retry)), b)
+				df := sc.metaFields(i, v, CeilSeconds(v.Retry), b)
 				df[MetaIndex] = metaNumber(int64(i))
 				list = append(list, structpb.NewStructValue(&b.top))
 			}

@@ -41,7 +41,7 @@ func addLimitHeaders(resp *rlsv3.RateLimitResponse, h *LimitHeaders) {
 	if near == nil {
 		return
 	}
-	reset := ceilSeconds(near.DurationUntilReset.AsDuration().Nanoseconds())
+	reset := CeilSeconds(near.DurationUntilReset.AsDuration())
 	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
 		&corev3.HeaderValue{Key: h.Limit, Value: strconv.FormatUint(uint64(near.CurrentLimit.RequestsPerUnit), 10)},
 		&corev3.HeaderValue{Key: h.Remaining, Value: strconv.FormatUint(uint64(near.LimitRemaining), 10)},

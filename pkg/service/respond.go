@@ -72,13 +72,13 @@ func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse
 		case reason != "":
 			x.addHeader(resp, HeaderReason, reason)
 		case retry > 0:
-			x.addHeader(resp, HeaderRetryAfter, strconv.FormatInt(ceilSeconds(int64(retry)), 10))
+			x.addHeader(resp, HeaderRetryAfter, strconv.FormatInt(CeilSeconds(retry), 10))
 		}
 	}
 	if degraded {
 		x.addHeader(resp, HeaderDegraded, "store-error")
 	}
-	resp.DynamicMetadata = sc.metadata(domain, vs, top, ceilSeconds(int64(retry)), &x.meta)
+	resp.DynamicMetadata = sc.metadata(domain, vs, top, CeilSeconds(retry), &x.meta)
 	return resp
 }
 
@@ -161,10 +161,13 @@ func setDuration(d *durationpb.Duration, ns int64) {
 	d.Seconds, d.Nanos = ns/1e9, int32(ns%1e9)
 }
 
-// ceilSeconds rounds a positive duration up to whole seconds.
-func ceilSeconds(ns int64) int64 {
-	s := ns / 1e9
-	if ns%1e9 != 0 {
+// CeilSeconds is d in whole seconds rounded up, as math.Ceil rounds: the
+// seconds of a retry-after or a reset, which must never promise a wait
+// shorter than the store's. A decision's waits are never negative; a
+// negative d rounds towards zero too (-1.5s is -1, -0.5s is 0).
+func CeilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
 		s++
 	}
 	return s

@@ -211,4 +211,6 @@ func neverReason(it store.Item, r *policy.Rule) string {
 }
 
 // ceilDuration rounds a positive wait in ns up to whole seconds.
-func ceilDuration(ns int64) time.Duration { return time.Duration(ceilSeconds(ns)) * time.Second }
+func ceilDuration(ns int64) time.Duration {
+	return time.Duration(CeilSeconds(time.Duration(ns))) * time.Second
+}
