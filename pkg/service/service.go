@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -69,7 +70,7 @@ type Service struct {
 	rules     atomic.Pointer[ruleTable]
 	scratch   sync.Pool
 	cand      candidateState
-	storeLog  *logEvery
+	storeLog  *logbudget.Budget
 	decisions *decisionLog // nil: off
 }
 
@@ -90,7 +91,7 @@ func New(opts Options) (*Service, error) {
 	if opts.StoreLogEvery <= 0 {
 		opts.StoreLogEvery = 10 * time.Second
 	}
-	s := &Service{opts: opts, storeLog: newLogEvery(opts.StoreLogEvery), decisions: newDecisionLog(opts.DecisionLog)}
+	s := &Service{opts: opts, storeLog: logbudget.New(1, opts.StoreLogEvery), decisions: newDecisionLog(opts.DecisionLog)}
 	s.scratch.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -231,7 +232,7 @@ func resolve(err error, passed bool) {
 // fails, and one line per interval with the number it stands for says as
 // much as a line per request.
 func (s *Service) logStoreFailure(ctx context.Context, now int64, sc *scratch) {
-	held, ok := s.storeLog.allow(now)
+	held, ok := s.storeLog.Take(now)
 	if !ok {
 		return
 	}
@@ -250,7 +251,7 @@ func (s *Service) logStoreFailure(ctx context.Context, now int64, sc *scratch) {
 // once the store has answered a request again. With nothing held back it
 // costs one atomic load.
 func (s *Service) logStoreBack(ctx context.Context, now int64) {
-	if held, ok := s.storeLog.flush(now); ok {
+	if held, ok := s.storeLog.Flush(now); ok {
 		s.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "store answering again",
 			slog.String("store", s.opts.StoreName), slog.Int64("suppressed", held))
 	}
