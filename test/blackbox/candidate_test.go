@@ -12,7 +12,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 func perUser(revision, capacity int) string {

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 const policyV1 = `revision: 1

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 // The binary serves a directory of envoyproxy/ratelimit files (the

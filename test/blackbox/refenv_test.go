@@ -24,10 +24,10 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/internal/tlstest"
 	"github.com/tokengate/tokengate/internal/xdstest"
 	"github.com/tokengate/tokengate/pkg/tlsfiles"
-	"github.com/tokengate/tokengate/test/tgproc"
 )
 
 // The binary as envoyproxy/ratelimit's process: invoked as ratelimit,

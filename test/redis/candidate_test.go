@@ -10,7 +10,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/tokengate/tokengate/internal/redistest"
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 func perUser(capacity int) string {

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tokengate/tokengate/internal/redistest"
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/tools/internal/build"
 )
 

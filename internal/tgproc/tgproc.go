@@ -1,6 +1,7 @@
 // Package tgproc runs the built tokengate binary for black-box tests: a
 // real process on free loopback ports, a real gRPC client, real files. The
-// test packages under test/ share it.
+// packages under test/ share it, and so do the tests of cmd/tokengate,
+// pkg/server and tools/ that run the binary.
 package tgproc
 
 import (
