@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
@@ -29,7 +30,7 @@ func TestServeReferenceDirectory(t *testing.T) {
 		}
 	}
 	tgproc.WritePolicy(t, filepath.Join(dir, "reload.yaml"), "domain: reload\ndescriptors:\n  - key: block\n    rate_limit: {unit: second, requests_per_unit: 0}\n")
-	tgproc.Eventually(t, "the new file served", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")).OverallCode == over
-	})
+	}, "the new file served")
 }

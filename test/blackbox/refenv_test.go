@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/internal/tlstest"
@@ -204,9 +205,9 @@ func TestRatelimitProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgproc.WritePolicy(t, filepath.Join(root, "ratelimit", "config", "reload.yaml"), string(data))
-	tgproc.Eventually(t, "reload.yaml served", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Ask(t, "reload", 1, tgproc.Descriptor("block", "foo")).OverallCode == over
-	})
+	}, "reload.yaml served")
 }
 
 // SHADOW_MODE and LIMIT_RESPONSE_HEADERS_ENABLED, end to end.
@@ -248,14 +249,14 @@ func TestRatelimitLogDefaults(t *testing.T) {
 		}
 		lines <- all
 	}()
-	tgproc.Eventually(t, "/healthcheck OK", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		resp, err := http.Get("http://127.0.0.1:" + port + "/healthcheck")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
-	})
+	}, "/healthcheck OK")
 	cmd.Process.Signal(syscall.SIGTERM)
 	var all []string
 	select {
@@ -367,9 +368,9 @@ func TestRatelimitRootSwap(t *testing.T) {
 	if err := os.Rename(next, current); err != nil {
 		t.Fatal(err)
 	}
-	tgproc.Eventually(t, "the swapped tree served", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")).OverallCode == over
-	})
+	}, "the swapped tree served")
 }
 
 // Envoy Gateway's environment (its internal/infrastructure/kubernetes/
@@ -423,7 +424,7 @@ func TestRatelimitEnvoyGateway(t *testing.T) {
 		t.Fatalf("before the first config: %s", got)
 	}
 	m.Set(t, "1", xdstest.PerUser("edge", 2, rlsconf.RateLimitUnit_MINUTE))
-	tgproc.Eventually(t, "the config from xDS served", func() bool { return ask().OverallCode == over })
+	poll.Eventually(t, tgproc.Timeout, func() bool { return ask().OverallCode == over }, "the config from xDS served")
 	if code, body := tgproc.GetURL(t, "http://127.0.0.1:"+promPort+"/metrics"); code != 200 || !strings.Contains(body, `tokengate_decisions_total{domain="edge"`) {
 		t.Errorf("metrics on PROMETHEUS_ADDR: %d %.300q", code, body)
 	}

@@ -32,6 +32,5 @@ func (p *proc) ask(t *testing.T, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.
 var (
 	descriptor = tgproc.Descriptor
 	header     = tgproc.Header
-	eventually = tgproc.Eventually
 	writeFile  = tgproc.PolicyFile
 )
