@@ -60,10 +60,10 @@
 // order, with equal keys and accepted values; the first matching rule of
 // the domain, in file order, wins. Parse reports every problem of a bad
 // file at once (Errors, each Issue naming file, line, domain, rule and
-// field); rules that can never match, and domains: {} or a domain without
-// rules, are warnings (Policy.Warnings). Shadowed rules are found through
-// the match index (shadow.go), so a 4 MB file validates in well under a
-// second.
+// field); rules that can never match (unreachable rules), and domains: {}
+// or a domain without rules, are warnings (Policy.Warnings). Unreachable
+// rules are found through the match index (unreachable.go), so a 4 MB file
+// validates in well under a second.
 //
 // # Versions and reloads
 //

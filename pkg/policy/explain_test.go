@@ -18,8 +18,8 @@ func TestSummaryAndValidate(t *testing.T) {
 	}
 
 	out.Reset()
-	shadowed := example + "    - name: late\n      match: [{key: service, value: db}]\n      unlimited: true\n"
-	if err := Validate(&out, "policy.yaml", []byte(shadowed)); err != nil {
+	unreachable := example + "    - name: late\n      match: [{key: service, value: db}]\n      unlimited: true\n"
+	if err := Validate(&out, "policy.yaml", []byte(unreachable)); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -11,7 +11,7 @@ package policy
 // followed by a not_limited rule for the child ("stop here") whenever a
 // less preferred sibling could also accept the value: what the walk would
 // not reach, no later rule matches either. A stop rule that an earlier
-// rule always shadows is left out.
+// rule makes unreachable is left out.
 
 import (
 	"errors"
@@ -32,7 +32,7 @@ func (r *reader) refRules(f *refFile) *domain {
 			if rule == nil {
 				continue
 			}
-			prev := d.shadowing(rule)
+			prev := d.unreachableBy(rule)
 			if prev != nil && rule.NotLimited {
 				continue // a stop no descriptor reaches
 			}
