@@ -55,7 +55,7 @@ type Options struct {
 	// Policy returns the policy now serving, for /debug/policy.
 	Policy func() *policy.Policy
 	// Candidate, when set, serves /debug/candidate: the candidate policy
-	// in shadow beside the live one (candidate.Tracker.Handler).
+	// decided beside the live one (candidate.Tracker.Handler).
 	Candidate http.Handler
 	// Store reports why the store cannot decide now (nil when it can); nil
 	// is a store that always can (memory). Checked every second, it backs

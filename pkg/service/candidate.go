@@ -13,7 +13,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
-// Candidate is a candidate policy decided in shadow beside the live one
+// Candidate is a candidate policy decided beside the live one
 // (serve --candidate-policy): every request is decided under it too, after
 // the live answer is made, on buckets of its own, and the Tracker hears
 // both decisions. It never changes an answer and never charges a live
@@ -21,7 +21,7 @@ import (
 // (two when it matches a shadow rule of the candidate, decided apart as
 // live shadow rules are).
 type Candidate struct {
-	// Policy returns the candidate now in shadow; nil: none (the request
+	// Policy returns the candidate now loaded; nil: none (the request
 	// is not decided again).
 	Policy func() *policy.Policy
 	// Store holds the candidate's buckets, apart from the live ones (its

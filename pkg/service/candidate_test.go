@@ -30,7 +30,7 @@ func perUserPolicy(t testing.TB, capacity string) *policy.Policy {
 	return p
 }
 
-// withCandidate is a fixture whose service decides cand in shadow.
+// withCandidate is a fixture whose service decides cand as its candidate.
 func withCandidate(t testing.TB, f *fixture, live, cand *policy.Policy) *metrics.Candidate {
 	t.Helper()
 	cm := metrics.NewCandidate(prometheus.NewRegistry())
@@ -103,7 +103,7 @@ func TestCandidateNone(t *testing.T) {
 }
 
 // BenchmarkShouldRateLimitCandidate is BenchmarkShouldRateLimit with a
-// candidate in shadow on a second memory store.
+// candidate on a second memory store.
 func BenchmarkShouldRateLimitCandidate(b *testing.B) {
 	f := newFixture(b, nil)
 	pol, err := policy.Parse("test.yaml", []byte(testPolicy))

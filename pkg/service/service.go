@@ -59,7 +59,7 @@ type Options struct {
 	// Tracer, when set, traces each decision as one span (trace.go).
 	Tracer trace.Tracer
 	// Candidate, when set, decides every request again under a candidate
-	// policy in shadow (candidate.go).
+	// policy, never changing the answer (candidate.go).
 	Candidate *Candidate
 }
 
