@@ -13,7 +13,7 @@ var update = flag.Bool("update", false, "rewrite README.md's settings tables fro
 
 // TestREADMESettings: README's two settings tables (the general one and
 // the Redis store's) are settingsTable, written out, and its table of
-// envoyproxy/ratelimit's variables is refVars; -update rewrites them.
+// envoyproxy/ratelimit's variables is compatVars; -update rewrites them.
 func TestREADMESettings(t *testing.T) {
 	path := filepath.Join("..", "..", "README.md")
 	data, err := os.ReadFile(path)
@@ -34,7 +34,7 @@ func TestREADMESettings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if readme, err = replaceBlock(readme, "ratelimit environment", refVarsMarkdown()); err != nil {
+	if readme, err = replaceBlock(readme, "ratelimit environment", compatVarsMarkdown()); err != nil {
 		t.Fatal(err)
 	}
 	if readme == string(data) {
@@ -93,20 +93,20 @@ func settingsMarkdown(keep func(name string) bool) string {
 	return b.String()
 }
 
-// refVarsMarkdown is the table of envoyproxy/ratelimit's variables.
-func refVarsMarkdown() string {
+// compatVarsMarkdown is the table of envoyproxy/ratelimit's variables.
+func compatVarsMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| variable | default there | in tokengate |\n| --- | --- | --- |\n")
-	for _, v := range refVars {
+	for _, v := range compatVars {
 		def := ""
 		if v.def != "" {
 			def = "`" + v.def + "`"
 		}
 		doc := v.doc
 		switch v.kind {
-		case refInert:
+		case compatInert:
 			doc = "accepted, no effect (logged when set): " + doc
-		case refUnsupported:
+		case compatUnsupported:
 			doc = "**not supported**, stops the start unless unset or at its default: " + doc
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.name, def, strings.ReplaceAll(doc, "|", `\|`))

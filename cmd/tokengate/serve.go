@@ -35,8 +35,8 @@ func serve(args []string, stderr io.Writer) error {
 
 // serveSettings is serve once the settings are read, from tokengate's
 // flags, environment and file or from envoyproxy/ratelimit's environment
-// (refenv.go), whose inert variables that are set, notes, it logs first.
-func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
+// (compatenv.go), whose inert variables that are set, notes, it logs first.
+func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	log := s.logger(stderr)
 	for _, n := range notes {
 		log.Info("envoyproxy/ratelimit variable set, without effect here", slog.String("variable", n.name), slog.String("value", n.value), slog.String("why", n.doc))
