@@ -45,8 +45,9 @@
 // A policy is one file or a set of them (ReadFiles, ParseFiles,
 // Compiler.CompileFiles: a directory's *.yaml files). A file whose
 // top-level key is domain (or descriptors) is in envoyproxy/ratelimit's
-// format, one domain a file; refparse.go reads it and refflat.go turns its
-// tree of descriptors into the rules above, in an order under which first
+// format, one domain a file (the compat format, in the files' names:
+// compat*.go); compatparse.go reads it and compatflat.go turns its tree of
+// descriptors into the rules above, in an order under which first
 // match decides as the reference's walk does. A domain defined in two
 // files is an error naming both. NativeYAML writes any policy back in this
 // format (`tokengate import`), ImportReport lists how the answers differ
