@@ -1,9 +1,10 @@
 package service
 
-// Two answers of envoyproxy/ratelimit's that its users switch on for the
-// whole service (tokengate's --shadow-all and --limit-headers, the
-// reference's SHADOW_MODE and LIMIT_RESPONSE_HEADERS_ENABLED). Both act on
-// the response once the decision is made, so the decision path is the same
+// "compat" means envoyproxy/ratelimit's contract. Two answers of
+// envoyproxy/ratelimit's that its users switch on for the whole service
+// (tokengate's --shadow-all and --limit-headers, the reference's
+// SHADOW_MODE and LIMIT_RESPONSE_HEADERS_ENABLED). Both act on the
+// response once the decision is made, so the decision path is the same
 // with them or without.
 
 import (

@@ -47,10 +47,10 @@ type Options struct {
 	// StoreLogEvery is the least time between two log lines about store
 	// failures [10s]; each line says how many failures it stands for.
 	StoreLogEvery time.Duration
-	// ShadowAll never answers OVER_LIMIT overall (refmodes.go).
+	// ShadowAll never answers OVER_LIMIT overall (compatmodes.go).
 	ShadowAll bool
 	// LimitHeaders, when set, adds its three headers to every answer
-	// with a limit (refmodes.go).
+	// with a limit (compatmodes.go).
 	LimitHeaders *LimitHeaders
 	// DecisionLog logs refusals and degraded answers at info, every
 	// decision at debug, bounded per second (decisionlog.go); off without
