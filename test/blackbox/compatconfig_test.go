@@ -1,5 +1,8 @@
 package blackbox
 
+// "compat" means envoyproxy/ratelimit's format: the binary serving its
+// configuration files.
+
 import (
 	"path/filepath"
 	"testing"
@@ -11,9 +14,9 @@ import (
 // The binary serves a directory of envoyproxy/ratelimit files (the
 // reference's integration-test configuration, unchanged) and reloads it
 // when a file of it changes.
-func TestServeReferenceDirectory(t *testing.T) {
+func TestServeCompatDirectory(t *testing.T) {
 	dir := t.TempDir()
-	copyFiles(t, refConfig+"integration", dir)
+	copyFiles(t, compatConfig+"integration", dir)
 	p := start(t, "--policy", dir)
 	r := p.Ask(t, "basic", 1, tgproc.Descriptor("key1", "foo"))
 	if st := r.Statuses[0]; r.OverallCode != ok || st.LimitRemaining != 49 || st.CurrentLimit.GetRequestsPerUnit() != 50 || st.CurrentLimit.GetUnit().String() != "SECOND" {
