@@ -52,7 +52,7 @@ func newDecisionLog(o DecisionLog) *decisionLog {
 
 // write logs the verdicts of one request. With nothing limited or degraded
 // and debug off it only asks the handler whether debug is on.
-func (l *decisionLog) write(ctx context.Context, now int64, domain string, sc *scratch, vs []Verdict) {
+func (l *decisionLog) write(ctx context.Context, now int64, domain string, rs *reqState, vs []Verdict) {
 	debug := l.log.Enabled(ctx, slog.LevelDebug)
 	for i := range vs {
 		v := &vs[i]
@@ -74,18 +74,18 @@ func (l *decisionLog) write(ctx context.Context, now int64, domain string, sc *s
 		if !ok {
 			continue
 		}
-		l.log.LogAttrs(ctx, level, msg, sc.logAttrs(ctx, domain, i, v, dropped)...)
+		l.log.LogAttrs(ctx, level, msg, rs.logAttrs(ctx, domain, i, v, dropped)...)
 	}
 }
 
-func (sc *scratch) logAttrs(ctx context.Context, domain string, i int, v *Verdict, dropped int64) []slog.Attr {
+func (rs *reqState) logAttrs(ctx context.Context, domain string, i int, v *Verdict, dropped int64) []slog.Attr {
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String(MetaDomain, domain))
 	if v.Rule != nil {
 		attrs = append(attrs, slog.String(MetaRule, v.Rule.Name))
 	}
 	attrs = append(attrs, slog.String(MetaResult, v.Result.String()), slog.String("code", v.Code.String()))
-	if k := sc.keyHash(i); k != "" {
+	if k := rs.keyHash(i); k != "" {
 		attrs = append(attrs, slog.String(MetaKey, k))
 	}
 	if v.Rule != nil && !v.Rule.Unlimited {

@@ -23,7 +23,7 @@ const (
 // respond writes the answer from the verdicts: one status per descriptor,
 // in order, the headers of the request as a whole and, when a descriptor
 // was limited or degraded, the dynamic metadata (metadata.go).
-func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse {
+func (rs *reqState) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse {
 	top := deciding(vs)
 	resp, statuses, durations, x := newResponse(len(vs), top >= 0)
 	var (
@@ -58,7 +58,7 @@ func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse
 	}
 	// Every quota descriptor over the limit refuses the request; so does a
 	// decision that charged nothing (a bucket drained since the check).
-	refusedByStore := len(sc.enforced.req.Items) > 0 && sc.enforced.err == nil && !sc.enforced.out.Allowed
+	refusedByStore := len(rs.enforced.req.Items) > 0 && rs.enforced.err == nil && !rs.enforced.out.Allowed
 	if quota.total > 0 && (quota.over == quota.total || refusedByStore) {
 		over = true
 		reason, retry = cmp.Or(reason, quota.reason), max(retry, quota.retry)
@@ -78,7 +78,7 @@ func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse
 	if degraded {
 		x.addHeader(resp, HeaderDegraded, "store-error")
 	}
-	resp.DynamicMetadata = sc.metadata(domain, vs, top, CeilSeconds(retry), &x.meta)
+	resp.DynamicMetadata = rs.metadata(domain, vs, top, CeilSeconds(retry), &x.meta)
 	return resp
 }
 
