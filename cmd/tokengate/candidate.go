@@ -20,9 +20,10 @@ import (
 // from every live key ("tokengate:{...}", "tokengate:clock").
 func candidateKeyPrefix(live string) string { return live + "candidate:" }
 
-// shadowPolicy is the candidate policy in shadow (--candidate-policy): its
-// file's watcher and its tracker.
-type shadowPolicy struct {
+// candidatePolicy is the candidate policy (--candidate-policy), decided
+// beside the live one and never answering: its file's watcher and its
+// tracker.
+type candidatePolicy struct {
 	file    policyFile
 	tracker *candidate.Tracker
 }
@@ -33,7 +34,7 @@ type shadowPolicy struct {
 // keeps the last good candidate, a removed one turns the candidate off.
 // The candidate compiles with a Compiler of its own: its buckets are in a
 // store of their own.
-func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometheus.Registerer, log *slog.Logger) (*shadowPolicy, error) {
+func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometheus.Registerer, log *slog.Logger) (*candidatePolicy, error) {
 	if s.CandidatePolicy == "" {
 		return nil, nil
 	}
@@ -60,31 +61,31 @@ func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometh
 			clog.Error("candidate policy watcher stopped; the last candidate stays in shadow", slog.String("error", err.Error()))
 		}
 	}()
-	return &shadowPolicy{file: w, tracker: candidate.New(candidate.Options{Metrics: m, Clock: clk, Logger: clog})}, nil
+	return &candidatePolicy{file: w, tracker: candidate.New(candidate.Options{Metrics: m, Clock: clk, Logger: clog})}, nil
 }
 
 // options are the service's Candidate on the backend's candidate store.
-func (sp *shadowPolicy) options(be *backend) *service.Candidate {
-	if sp == nil {
+func (cp *candidatePolicy) options(be *backend) *service.Candidate {
+	if cp == nil {
 		return nil
 	}
 	// A Redis round trip is not added to the answer's: the candidate is
 	// decided on a goroutine of its own.
-	return &service.Candidate{Policy: sp.file.Current, Store: be.candidate, Tracker: sp.tracker, Async: be.name == "redis"}
+	return &service.Candidate{Policy: cp.file.Current, Store: be.candidate, Tracker: cp.tracker, Async: be.name == "redis"}
 }
 
 // files is the candidate's file, for SIGHUP; none without a candidate.
-func (sp *shadowPolicy) files() []policyFile {
-	if sp == nil {
+func (cp *candidatePolicy) files() []policyFile {
+	if cp == nil {
 		return nil
 	}
-	return []policyFile{sp.file}
+	return []policyFile{cp.file}
 }
 
 // handler serves /debug/candidate; nil without a candidate.
-func (sp *shadowPolicy) handler() http.Handler {
-	if sp == nil {
+func (cp *candidatePolicy) handler() http.Handler {
+	if cp == nil {
 		return nil
 	}
-	return sp.tracker.Handler(sp.file.Current)
+	return cp.tracker.Handler(cp.file.Current)
 }

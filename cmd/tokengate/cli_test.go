@@ -11,10 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy/watch"
-	"github.com/tokengate/tokengate/test/tgproc"
 )
 
 // runOut runs tokengate with args and returns its exit code and outputs.

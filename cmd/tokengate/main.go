@@ -12,7 +12,7 @@
 //	tokengate version                           print the version
 //	tokengate help [COMMAND]                    list the commands, or one's flags
 //	ratelimit                                   (invoked by that name) serve as envoyproxy/ratelimit,
-//	                                            configured by its environment variables (refenv.go)
+//	                                            configured by its environment variables (compatenv.go)
 //
 // The subcommands are one table, commands; a new one joins it with one
 // entry, and help, COMMAND --help and the dispatch follow.
@@ -57,7 +57,7 @@ var commands = []command{
 }
 
 // main runs tokengate's commands or, invoked by the name ratelimit (the
-// image's /bin/ratelimit), envoyproxy/ratelimit's process (refenv.go).
+// image's /bin/ratelimit), envoyproxy/ratelimit's process (compatenv.go).
 func main() {
 	if filepath.Base(os.Args[0]) == "ratelimit" {
 		os.Exit(runAsReference(os.Args[1:], os.Environ(), os.Stderr))

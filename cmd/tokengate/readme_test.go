@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite the settings tables of docs/ope
 // TestREADMESettings: the two settings tables (the general one in
 // docs/operations.md, the Redis store's in docs/redis.md) are
 // settingsTable, written out, and the table of envoyproxy/ratelimit's
-// variables in docs/reference-format.md is refVars; -update rewrites them.
+// variables in docs/reference-format.md is compatVars; -update rewrites them.
 func TestREADMESettings(t *testing.T) {
 	isRedis := func(name string) bool { return strings.HasPrefix(name, "redis-") }
 	for _, tc := range []struct {
@@ -22,7 +22,7 @@ func TestREADMESettings(t *testing.T) {
 	}{
 		{"operations.md", "settings", settingsMarkdown(func(name string) bool { return !isRedis(name) })},
 		{"redis.md", "redis settings", settingsMarkdown(isRedis)},
-		{"reference-format.md", "ratelimit environment", refVarsMarkdown()},
+		{"reference-format.md", "ratelimit environment", compatVarsMarkdown()},
 	} {
 		path := filepath.Join("..", "..", "docs", tc.file)
 		data, err := os.ReadFile(path)
@@ -90,20 +90,20 @@ func settingsMarkdown(keep func(name string) bool) string {
 	return b.String()
 }
 
-// refVarsMarkdown is the table of envoyproxy/ratelimit's variables.
-func refVarsMarkdown() string {
+// compatVarsMarkdown is the table of envoyproxy/ratelimit's variables.
+func compatVarsMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| variable | default there | in tokengate |\n| --- | --- | --- |\n")
-	for _, v := range refVars {
+	for _, v := range compatVars {
 		def := ""
 		if v.def != "" {
 			def = "`" + v.def + "`"
 		}
 		doc := v.doc
 		switch v.kind {
-		case refInert:
+		case compatInert:
 			doc = "accepted, no effect (logged when set): " + doc
-		case refUnsupported:
+		case compatUnsupported:
 			doc = "**not supported**, stops the start unless unset or at its default: " + doc
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.name, def, strings.ReplaceAll(doc, "|", `\|`))

@@ -35,8 +35,8 @@ func serve(args []string, stderr io.Writer) error {
 
 // serveSettings is serve once the settings are read, from tokengate's
 // flags, environment and file or from envoyproxy/ratelimit's environment
-// (refenv.go), whose inert variables that are set, notes, it logs first.
-func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
+// (compatenv.go), whose inert variables that are set, notes, it logs first.
+func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	log := s.logger(stderr)
 	for _, n := range notes {
 		log.Info("envoyproxy/ratelimit variable set, without effect here", slog.String("variable", n.name), slog.String("value", n.value), slog.String("why", n.doc))
@@ -56,11 +56,11 @@ func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 		return err
 	}
 	current := src.current
-	shadow, err := loadCandidate(ctx, s, clk, reg, log)
+	cand, err := loadCandidate(ctx, s, clk, reg, log)
 	if err != nil {
 		return err
 	}
-	go reloadOnHangup(ctx, hup, src.file, log, shadow.files()...)
+	go reloadOnHangup(ctx, hup, src.file, log, cand.files()...)
 	grpcTLS, err := s.GRPCTLS.tls(log)
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 	}()
 	svc, err := service.New(service.Options{
 		Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log,
-		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames(), Candidate: shadow.options(st),
+		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames(), Candidate: cand.options(st),
 		DecisionLog: decisionLog(s, log), Tracer: tr.tracer,
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ func serveSettings(s settings, stderr io.Writer, notes []refNote) error {
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
-		Policy: current, Candidate: shadow.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
+		Policy: current, Candidate: cand.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
 		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log, GRPCMaxRecvBytes: s.GRPCMaxRecvBytes,
 		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
 		Propagator: tr.propagator,

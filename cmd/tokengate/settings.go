@@ -60,7 +60,8 @@ type settings struct {
 	Redis                 redisSettings   // the other --redis-* settings (redis.go)
 	XDS                   xdsSettings     // --xds-* (xds.go)
 	GRPCTLS               grpcTLSSettings // --grpc-tls-* (xds.go)
-	// CandidatePolicy is decided in shadow beside Policy (candidate.go).
+	// CandidatePolicy is decided beside Policy, never answering
+	// (candidate.go).
 	CandidatePolicy string
 	// Why was a request limited (tracing.go): the decision log's lines a
 	// second per level, and the OTLP endpoint that turns tracing on.

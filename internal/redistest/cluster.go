@@ -1,10 +1,13 @@
 package redistest
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokengate/tokengate/internal/poll"
 )
 
 // Cluster is a Redis Cluster of three masters and no replicas.
@@ -54,18 +57,17 @@ func StartCluster(t testing.TB) *Cluster {
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, n := range c.Nodes {
-		for {
+	poll.Eventually(t, 20*time.Second, func() error {
+		for _, n := range c.Nodes {
 			out, err := Do(n.Addr(), "CLUSTER", "INFO")
-			if err == nil && strings.Contains(out, "cluster_state:ok") {
-				break
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("redistest: cluster not ok after 20s: %s %v", out, err)
+			if !strings.Contains(out, "cluster_state:ok") {
+				return fmt.Errorf("node %s: %s", n.Addr(), out)
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
-	}
+		return nil
+	}, "redistest: cluster_state:ok on every node")
 	return c
 }

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tokengate/tokengate/internal/poll"
 )
 
 // Server is one redis-server process.
@@ -118,13 +120,11 @@ func (s *Server) start(bin string) error {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	s.cmd = cmd
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	if poll.Until(10*time.Second, func() bool {
 		reply, err := Do(s.Addr(), "PING")
-		if err == nil && reply == "PONG" || err != nil && strings.HasPrefix(err.Error(), "NOAUTH") {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil && reply == "PONG" || err != nil && strings.HasPrefix(err.Error(), "NOAUTH")
+	}) == nil {
+		return nil
 	}
 	cmd.Process.Kill()
 	cmd.Wait()

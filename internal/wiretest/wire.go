@@ -2,6 +2,8 @@
 // real gRPC connection, for tests of requests that proto.Marshal refuses
 // to write (strings that are not UTF-8, as Envoy forwards header bytes).
 // Field numbers are those of the .proto files named beside each builder.
+// FullRateLimitRequest and FullCheckRequest are requests with every field
+// set, built with the generated types.
 package wiretest
 
 import "google.golang.org/protobuf/encoding/protowire"

@@ -1,5 +1,5 @@
-// Package candidate keeps the record of a candidate policy in shadow
-// (tokengate serve --candidate-policy): every request is decided under the
+// Package candidate keeps the record of a candidate policy (tokengate
+// serve --candidate-policy): every request is decided under the
 // live policy, which answers, and under the candidate on buckets of its own
 // (pkg/service decides both); a Tracker hears both decisions of each
 // request and keeps what an operator needs to judge the candidate before

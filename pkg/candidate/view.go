@@ -15,7 +15,7 @@ const SourceKey = "candidate_source"
 
 // View is /debug/candidate.
 type View struct {
-	// Candidate is the candidate policy now in shadow; nil: none.
+	// Candidate is the candidate policy now loaded; nil: none.
 	Candidate *PolicyView `json:"candidate"`
 	// The record below is of the candidate first seen at Since (it is
 	// empty until a request is decided under it).
@@ -62,7 +62,7 @@ type BucketView struct {
 	Overcount uint64 `json:"overcount,omitempty"`
 }
 
-// View is the record of cand, the candidate now in shadow (nil: none), at
+// View is the record of cand, the candidate now loaded (nil: none), at
 // the clock reading now.
 func (t *Tracker) View(cand *policy.Policy, now int64) View {
 	v := View{Disagreements: map[string]uint64{}, Rules: []RuleView{}, TopBuckets: []BucketView{}}

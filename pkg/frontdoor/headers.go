@@ -83,7 +83,7 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, re
 				buf = append(buf, ";r="...)
 				buf = strconv.AppendUint(buf, uint64(v.LimitRemaining()), 10)
 				buf = append(buf, ";t="...)
-				buf = strconv.AppendInt(buf, ceilSeconds(int64(v.Reset)), 10)
+				buf = strconv.AppendInt(buf, service.CeilSeconds(v.Reset), 10)
 				if closest == nil || v.LimitRemaining() < closest.LimitRemaining() {
 					closest = v
 				}
@@ -176,13 +176,4 @@ func unitSeconds(u rlsv3.RateLimitResponse_RateLimit_Unit) int {
 		return 86400
 	}
 	return 0
-}
-
-// ceilSeconds rounds a duration up to whole seconds.
-func ceilSeconds(ns int64) int64 {
-	s := ns / 1e9
-	if ns%1e9 > 0 {
-		s++
-	}
-	return s
 }

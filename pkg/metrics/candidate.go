@@ -14,8 +14,8 @@ const (
 // tokengate_decisions_total and tokengate_candidate_decisions_total.
 var Results = []string{ResultOK, ResultOverLimit, ResultRefused, ResultShadowOverLimit, ResultStoreError, ResultNoRule}
 
-// Candidate are the metrics of the candidate policy in shadow
-// (serve --candidate-policy).
+// Candidate are the metrics of the candidate policy (serve
+// --candidate-policy).
 type Candidate struct {
 	// Decisions counts the candidate's descriptor decisions as Decisions
 	// counts the live policy's, with the same results.
@@ -58,7 +58,7 @@ func NewCandidate(reg prometheus.Registerer) *Candidate {
 	return m
 }
 
-// SetPolicy records the candidate now in shadow; with ok false, that there
+// SetPolicy records the candidate now loaded; with ok false, that there
 // is none.
 func (m *Candidate) SetPolicy(revision int64, sha256 string, ok bool) {
 	if !ok {

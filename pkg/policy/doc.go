@@ -45,8 +45,9 @@
 // A policy is one file or a set of them (ReadFiles, ParseFiles,
 // Compiler.CompileFiles: a directory's *.yaml files). A file whose
 // top-level key is domain (or descriptors) is in envoyproxy/ratelimit's
-// format, one domain a file; refparse.go reads it and refflat.go turns its
-// tree of descriptors into the rules above, in an order under which first
+// format, one domain a file (the compat format, in the files' names:
+// compat*.go); compatparse.go reads it and compatflat.go turns its tree of
+// descriptors into the rules above, in an order under which first
 // match decides as the reference's walk does. A domain defined in two
 // files is an error naming both. NativeYAML writes any policy back in this
 // format (`tokengate import`), ImportReport lists how the answers differ
@@ -60,10 +61,10 @@
 // order, with equal keys and accepted values; the first matching rule of
 // the domain, in file order, wins. Parse reports every problem of a bad
 // file at once (Errors, each Issue naming file, line, domain, rule and
-// field); rules that can never match, and domains: {} or a domain without
-// rules, are warnings (Policy.Warnings). Shadowed rules are found through
-// the match index (shadow.go), so a 4 MB file validates in well under a
-// second.
+// field); rules that can never match (unreachable rules), and domains: {}
+// or a domain without rules, are warnings (Policy.Warnings). Unreachable
+// rules are found through the match index (unreachable.go), so a 4 MB file
+// validates in well under a second.
 //
 // # Versions and reloads
 //

@@ -93,9 +93,9 @@ func parseFiles(name string, files []File) (*Policy, error) {
 		switch {
 		case root == nil:
 		case isReferenceRoot(root):
-			rf := r.refParse(root)
+			rf := r.compatParse(root)
 			if rf != nil && len(r.errs) == 0 {
-				d := r.refRules(rf)
+				d := r.compatRules(rf)
 				if rf.domain != "" {
 					add(rf.domain, rf.domainLine, d)
 				}

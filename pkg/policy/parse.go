@@ -95,7 +95,7 @@ func identifier(n *yaml.Node) (string, error) {
 }
 
 // domain reads the rules of one domain and warns about rules that an
-// earlier rule always shadows. A repeated name is reported whatever else is
+// earlier rule makes unreachable. A repeated name is reported whatever else is
 // wrong with either rule.
 func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) *domain {
 	d := newDomain(nil)
@@ -117,7 +117,7 @@ func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) *domain 
 		if len(rule.Match) == 1 && rule.Match[0].Key == requestIDKey {
 			r.warn(rule.Line, a, "match", fmt.Errorf("key %q is the request_id_key: such descriptors carry the request id and never match a rule", requestIDKey))
 		}
-		if prev := d.shadowing(rule); prev != nil {
+		if prev := d.unreachableBy(rule); prev != nil {
 			r.warn(rule.Line, a, "", fmt.Errorf("never matches: rule %q (line %d) comes first and matches everything it would", prev.Name, prev.Line))
 		}
 		d.add(rule)

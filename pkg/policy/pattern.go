@@ -117,8 +117,8 @@ func (p Pattern) literal() string {
 }
 
 // covers reports whether p accepts every value q accepts (same key). For
-// a glob it answers yes only when q is the same glob: a warning about a
-// shadowed rule may be missed, never given wrongly.
+// a glob it answers yes only when q is the same glob: a warning about an
+// unreachable rule may be missed, never given wrongly.
 func (p Pattern) covers(q Pattern) bool {
 	if p.Key != q.Key {
 		return false

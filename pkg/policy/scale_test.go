@@ -13,7 +13,7 @@ import (
 // overrides, allowlisted addresses and per-user path limits, as a tool
 // writing one rule per customer would (flow style without spaces, so that
 // it fits in MaxFileSize). Each domain ends with four rules, three of them
-// shadowed: want lists the warnings, by line.
+// unreachable: want lists the warnings, by line.
 func largePolicy() (data []byte, rules int, want map[int]string) {
 	var b strings.Builder
 	line := 2
@@ -59,8 +59,8 @@ func largePolicy() (data []byte, rules int, want map[int]string) {
 
 // TestValidateLargePolicy: validating a policy of the size in the report
 // takes under 2 s of wall time (it took 29 s of CPU when every rule was
-// compared with every earlier one to find shadowed rules), and finds the
-// shadowed rules all the same. The best of three runs counts, so that
+// compared with every earlier one to find unreachable rules), and finds
+// the unreachable rules all the same. The best of three runs counts, so that
 // other work on the machine does not fail it; under the race detector,
 // which slows code 2-20 times, the bound is 5 times larger.
 func TestValidateLargePolicy(t *testing.T) {

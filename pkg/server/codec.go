@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/server/lenient"
 )
 
 // vtMarshaler is what go-control-plane's vtprotobuf-generated code adds to
@@ -33,7 +34,7 @@ type vtMarshaler interface {
 // to the same bytes. Marshalling of any other message is the proto codec's.
 //
 // A RateLimitRequest or CheckRequest that proto.Unmarshal refuses is
-// decoded again by unmarshalLenient, which keeps string fields as bytes:
+// decoded again by lenient.Unmarshal, which keeps string fields as bytes:
 // Envoy forwards header bytes as they came, and a request refused here for
 // invalid UTF-8 would be an error that failure_mode_deny: false lets
 // through, past every limit. The request is used only when the lenient
@@ -109,7 +110,7 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	n, lerr := unmarshalLenient(buf.ReadOnlyData(), msg)
+	n, lerr := lenient.Unmarshal(buf.ReadOnlyData(), msg)
 	if lerr != nil || n == 0 {
 		return err
 	}

@@ -21,6 +21,9 @@ import (
 	"github.com/tokengate/tokengate/pkg/metrics"
 )
 
+// wire is protobuf wire data built by hand (internal/wiretest).
+type wire = wiretest.Wire
+
 // TestCodecMatchesProto: the vtprotobuf marshalling of a full response
 // gives the same bytes as the proto library's deterministic marshalling,
 // and unmarshals back to an equal message.

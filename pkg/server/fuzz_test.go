@@ -24,6 +24,7 @@ import (
 	"github.com/tokengate/tokengate/internal/wiretest"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/frontdoor"
+	"github.com/tokengate/tokengate/pkg/server/lenient"
 	"github.com/tokengate/tokengate/pkg/service"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
@@ -128,13 +129,13 @@ func requestSeeds(t testing.TB) []wire {
 		rls("edge", 0, d()),
 		rls("edge", 0, d("", "x")),
 		rls("other", 0, d("k", "v")),
-		marshal(fullRateLimitRequest()),
+		marshal(wiretest.FullRateLimitRequest()),
 		check("10.0.0.1", "", "/", "x-user-id", "alice"),
 		check("10.0.0.1", "", "/upload/../upload//x;jsessionid=1?q=1", "x-user-id", "\xfd", "x-cost", "4"),
 		check("10.0.0.1", "edge", "/%75pload/x/", "x-user-id", "carol", "x-cost", "nine", "x-forwarded-for", "203.0.113.7, ::ffff:10.0.0.9"),
 		check("10.0.0.1", "other", "/", "x-user-id", "alice"),
 		check("10.0.0.1", "", "", "x-request-id", "r-1"),
-		marshal(fullCheckRequest()),
+		marshal(wiretest.FullCheckRequest()),
 		marshal(&authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{
 			Http: &authv3.AttributeContext_HttpRequest{Path: "/healthz", HeaderMap: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
 				{Key: "X-User-Id", RawValue: []byte("dave")}, {Key: "x-forwarded-for", Value: "198.51.100.1,198.51.100.2"},
@@ -145,17 +146,17 @@ func requestSeeds(t testing.TB) []wire {
 
 // lenientAgrees: whenever proto.Unmarshal decodes data, the lenient decoder
 // decodes it too, to the same message, and finds no invalid UTF-8.
-func lenientAgrees(t *testing.T, data []byte, strict, lenient proto.Message) {
+func lenientAgrees(t *testing.T, data []byte, strict, loose proto.Message) {
 	t.Helper()
 	if proto.Unmarshal(data, strict) != nil {
 		return
 	}
-	n, err := unmarshalLenient(data, lenient)
+	n, err := lenient.Unmarshal(data, loose)
 	if err != nil || n != 0 {
 		t.Fatalf("%T: proto.Unmarshal decodes it; the lenient decoder: %d invalid strings, %v", strict, n, err)
 	}
-	if !proto.Equal(strict, lenient) && !sameWire(t, strict, lenient) {
-		t.Fatalf("%T: the decoders differ:\nproto:   %v\nlenient: %v", strict, strict, lenient)
+	if !proto.Equal(strict, loose) && !sameWire(t, strict, loose) {
+		t.Fatalf("%T: the decoders differ:\nproto:   %v\nlenient: %v", strict, strict, loose)
 	}
 }
 

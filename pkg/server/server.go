@@ -4,9 +4,10 @@
 // /readyz, /debug/policy, envoyproxy/ratelimit's /healthcheck and /json,
 // when given a candidate policy /debug/candidate, when given forward-auth
 // /v1/check and, when asked, /debug/pprof/), and when asked a debug
-// listener (/rlconfig, pprof) and a metrics listener (refhttp.go). Serve
-// runs until its context ends, then drains: health turns NOT_SERVING, new
-// connections are refused, in-flight RPCs finish within ShutdownTimeout.
+// listener (/rlconfig, pprof) and a metrics listener (sidelisteners.go).
+// Serve runs until its context ends, then drains: health turns
+// NOT_SERVING, new connections are refused, in-flight RPCs finish within
+// ShutdownTimeout.
 // Readiness is "can answer": a failing store is reported apart, by the
 // health service StoreHealthService (health.go).
 package server
@@ -55,7 +56,7 @@ type Options struct {
 	// Policy returns the policy now serving, for /debug/policy.
 	Policy func() *policy.Policy
 	// Candidate, when set, serves /debug/candidate: the candidate policy
-	// in shadow beside the live one (candidate.Tracker.Handler).
+	// decided beside the live one (candidate.Tracker.Handler).
 	Candidate http.Handler
 	// Store reports why the store cannot decide now (nil when it can); nil
 	// is a store that always can (memory). Checked every second, it backs
@@ -76,10 +77,10 @@ type Options struct {
 	TLS *tls.Config
 
 	// DebugAddr, when set, is a listener for /rlconfig and /debug/pprof/
-	// (refhttp.go).
+	// (sidelisteners.go).
 	DebugAddr string
 	// MetricsListener, when set, serves the metrics alone on a listener of
-	// its own, as well as on the HTTP address (refhttp.go).
+	// its own, as well as on the HTTP address (sidelisteners.go).
 	MetricsListener *MetricsListener
 
 	Pprof           bool          // serve /debug/pprof/
@@ -113,7 +114,7 @@ type Server struct {
 	// degraded is why the store failed at the latest health check, nil
 	// while it decides (health.go).
 	degraded atomic.Pointer[string]
-	// side are the debug and metrics listeners (refhttp.go).
+	// side are the debug and metrics listeners (sidelisteners.go).
 	side []sideServer
 	// decodes bounds the large requests decoding at once (decodegate.go).
 	decodes *decodeGate

@@ -13,7 +13,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
-// Candidate is a candidate policy decided in shadow beside the live one
+// Candidate is a candidate policy decided beside the live one
 // (serve --candidate-policy): every request is decided under it too, after
 // the live answer is made, on buckets of its own, and the Tracker hears
 // both decisions. It never changes an answer and never charges a live
@@ -21,7 +21,7 @@ import (
 // (two when it matches a shadow rule of the candidate, decided apart as
 // live shadow rules are).
 type Candidate struct {
-	// Policy returns the candidate now in shadow; nil: none (the request
+	// Policy returns the candidate now loaded; nil: none (the request
 	// is not decided again).
 	Policy func() *policy.Policy
 	// Store holds the candidate's buckets, apart from the live ones (its
@@ -41,13 +41,13 @@ type Candidate struct {
 
 // candidateState is the Service's for its Candidate.
 type candidateState struct {
-	scratch  sync.Pool    // *candidateScratch
+	states   sync.Pool    // *candidateReqState
 	inFlight atomic.Int64 // Async decisions
 }
 
-// candidateScratch is the candidate's working memory for one request.
-type candidateScratch struct {
-	sc         scratch
+// candidateReqState is the candidate's working memory for one request.
+type candidateReqState struct {
+	rs         reqState
 	live, cand []candidate.Decision
 	liveKeys   []byte // the live decisions' keys, for Async
 }
@@ -55,7 +55,7 @@ type candidateScratch struct {
 // decideCandidate decides the request under the candidate, if there is
 // one, and hands both decisions to the tracker; live is the request's live
 // plan, decided already, under the live policy pol.
-func (s *Service) decideCandidate(ctx context.Context, now int64, pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32, live *scratch) {
+func (s *Service) decideCandidate(ctx context.Context, now int64, pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32, live *reqState) {
 	c := s.opts.Candidate
 	cand := c.Policy()
 	if cand == nil {
@@ -65,15 +65,15 @@ func (s *Service) decideCandidate(ctx context.Context, now int64, pol *policy.Po
 		c.Tracker.Skip()
 		return
 	}
-	cs, _ := s.cand.scratch.Get().(*candidateScratch)
+	cs, _ := s.cand.states.Get().(*candidateReqState)
 	if cs == nil {
-		cs = new(candidateScratch)
+		cs = new(candidateReqState)
 	}
-	cs.sc.plan(cand, domain, descriptors, hits)
+	cs.rs.plan(cand, domain, descriptors, hits)
 	cs.live = live.decisions(cs.live[:0])
 	if !c.Async {
 		cs.finish(ctx, c, now, pol, cand, domain)
-		s.cand.scratch.Put(cs)
+		s.cand.states.Put(cs)
 		return
 	}
 	cs.ownLiveKeys()
@@ -81,7 +81,7 @@ func (s *Service) decideCandidate(ctx context.Context, now int64, pol *policy.Po
 	go func() {
 		defer s.cand.inFlight.Add(-1)
 		cs.finish(ctx, c, now, pol, cand, domain)
-		s.cand.scratch.Put(cs)
+		s.cand.states.Put(cs)
 	}()
 }
 
@@ -99,8 +99,8 @@ func (s *Service) candInFlight(c *Candidate) bool {
 }
 
 // ownLiveKeys copies the live decisions' keys, which point into the live
-// scratch, into cs, for a decision that outlives the request.
-func (cs *candidateScratch) ownLiveKeys() {
+// request state, into cs, for a decision that outlives the request.
+func (cs *candidateReqState) ownLiveKeys() {
 	cs.liveKeys = cs.liveKeys[:0]
 	for _, d := range cs.live {
 		cs.liveKeys = append(cs.liveKeys, d.Key...)
@@ -115,14 +115,14 @@ func (cs *candidateScratch) ownLiveKeys() {
 }
 
 // finish decides the planned candidate and tells the tracker.
-func (cs *candidateScratch) finish(ctx context.Context, c *Candidate, now int64, pol, cand *policy.Policy, domain string) {
-	sc := &cs.sc
-	sc.decide(ctx, c.Store, nil, now)
+func (cs *candidateReqState) finish(ctx context.Context, c *Candidate, now int64, pol, cand *policy.Policy, domain string) {
+	rs := &cs.rs
+	rs.decide(ctx, c.Store, nil, now)
 	// A timed-out call's charge stands, as a shadow rule's does: the
 	// candidate answers no one.
-	resolve(sc.enforced.err, true)
-	resolve(sc.shadow.err, true)
-	cs.cand = sc.decisions(cs.cand[:0])
+	resolve(rs.enforced.err, true)
+	resolve(rs.shadow.err, true)
+	cs.cand = rs.decisions(cs.cand[:0])
 	c.Tracker.Observe(now, pol, cand, &candidate.Request{Domain: domain, Live: cs.live, Candidate: cs.cand})
 }
 
@@ -130,18 +130,18 @@ func (cs *candidateScratch) finish(ctx context.Context, c *Candidate, now int64,
 // left out), with the result of its verdict: what tokengate_decisions_total
 // counts it under. The live plan was judged already; the candidate's is
 // judged here, without a rule table (its verdicts feed no response).
-func (sc *scratch) decisions(out []candidate.Decision) []candidate.Decision {
-	if len(sc.verdicts) != len(sc.descs) {
-		sc.judge(nil)
+func (rs *reqState) decisions(out []candidate.Decision) []candidate.Decision {
+	if len(rs.verdicts) != len(rs.descs) {
+		rs.judge(nil)
 	}
-	for i := range sc.verdicts {
-		v := &sc.verdicts[i]
+	for i := range rs.verdicts {
+		v := &rs.verdicts[i]
 		if v.Result == ResultRequestID {
 			continue
 		}
 		d := candidate.Decision{Rule: v.Rule, Result: candidateResults[v.Result]}
-		if ds := &sc.descs[i]; ds.item >= 0 {
-			d.Key = sc.batch(ds.rule).req.Items[ds.item].Key
+		if ds := &rs.descs[i]; ds.item >= 0 {
+			d.Key = rs.batch(ds.rule).req.Items[ds.item].Key
 		}
 		out = append(out, d)
 	}

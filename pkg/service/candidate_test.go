@@ -2,7 +2,7 @@ package service
 
 import (
 	"context"
-	"runtime"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/pkg/candidate"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -29,7 +30,7 @@ func perUserPolicy(t testing.TB, capacity string) *policy.Policy {
 	return p
 }
 
-// withCandidate is a fixture whose service decides cand in shadow.
+// withCandidate is a fixture whose service decides cand as its candidate.
 func withCandidate(t testing.TB, f *fixture, live, cand *policy.Policy) *metrics.Candidate {
 	t.Helper()
 	cm := metrics.NewCandidate(prometheus.NewRegistry())
@@ -102,7 +103,7 @@ func TestCandidateNone(t *testing.T) {
 }
 
 // BenchmarkShouldRateLimitCandidate is BenchmarkShouldRateLimit with a
-// candidate in shadow on a second memory store.
+// candidate on a second memory store.
 func BenchmarkShouldRateLimitCandidate(b *testing.B) {
 	f := newFixture(b, nil)
 	pol, err := policy.Parse("test.yaml", []byte(testPolicy))
@@ -157,13 +158,12 @@ func TestCandidateAsync(t *testing.T) {
 	}
 	close(bs.release)
 	okCount := cm.Decisions.WithLabelValues("edge", "per-user", metrics.ResultOK)
-	deadline := time.Now().Add(10 * time.Second)
-	for testutil.ToFloat64(okCount) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("candidate ok %v, want 2", testutil.ToFloat64(okCount))
+	poll.Eventually(t, 10*time.Second, func() error {
+		if got := testutil.ToFloat64(okCount); got != 2 {
+			return fmt.Errorf("candidate ok %v, want 2", got)
 		}
-		runtime.Gosched()
-	}
+		return nil
+	}, "the held candidate decisions")
 }
 
 // TestCandidateSameAsLive: a candidate that is the live policy, on a store

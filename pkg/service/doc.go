@@ -18,7 +18,7 @@
 // of a refusal, whether it was degraded, and its rule. Everything said
 // about a decision is written from the verdicts: the response's statuses
 // and headers (respond.go), the front doors' headers (DecideFunc), and
-// the metrics (rules.go).
+// the metrics (rulemetrics.go).
 //
 // # Why was a request limited
 //

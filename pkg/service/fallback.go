@@ -26,15 +26,15 @@ func (f *fallback) reset() {
 	f.out, f.err, f.ran = store.Outcome{}, nil, false
 }
 
-func (sc *scratch) decideLocal(ctx context.Context, local store.Store) {
-	b := &sc.enforced
+func (rs *reqState) decideLocal(ctx context.Context, local store.Store) {
+	b := &rs.enforced
 	f := &b.local
 	for range b.req.Items {
 		f.index = append(f.index, -1)
 	}
 	deny := false
-	for i := range sc.descs {
-		ds := &sc.descs[i]
+	for i := range rs.descs {
+		ds := &rs.descs[i]
 		if ds.item < 0 || ds.rule.Shadow {
 			continue
 		}
@@ -64,11 +64,11 @@ func (sc *scratch) decideLocal(ctx context.Context, local store.Store) {
 }
 
 // localResult is the local budget's answer for ds, if it made one.
-func (sc *scratch) localResult(ds *desc) (store.Result, bool) {
+func (rs *reqState) localResult(ds *desc) (store.Result, bool) {
 	if ds.rule.Shadow || ds.item < 0 {
 		return store.Result{}, false
 	}
-	f := &sc.enforced.local
+	f := &rs.enforced.local
 	if !f.ran || f.err != nil || ds.item >= len(f.index) || f.index[ds.item] < 0 {
 		return store.Result{}, false
 	}
@@ -80,12 +80,12 @@ func (sc *scratch) localResult(ds *desc) (store.Result, bool) {
 
 // fallbackAllows reports whether ds, whose store failed, is answered OK:
 // on_store_error allow, or local with the local budget allowing it.
-func (sc *scratch) fallbackAllows(ds *desc) bool {
+func (rs *reqState) fallbackAllows(ds *desc) bool {
 	switch ds.rule.OnStoreError {
 	case policy.StoreErrorAllow:
 		return true
 	case policy.StoreErrorLocal:
-		r, ok := sc.localResult(ds)
+		r, ok := rs.localResult(ds)
 		return ok && r.Allowed
 	}
 	return false

@@ -47,20 +47,20 @@ const KeyHashLength = 12
 // keyHashTo writes the hashed key of the verdict at index i into dst and
 // reports whether the descriptor has a bucket key (it has none without a
 // rule, or refused before the store).
-func (sc *scratch) keyHashTo(dst *[KeyHashLength]byte, i int) bool {
-	ds := &sc.descs[i]
+func (rs *reqState) keyHashTo(dst *[KeyHashLength]byte, i int) bool {
+	ds := &rs.descs[i]
 	if ds.keyEnd == ds.keyStart {
 		return false
 	}
-	sum := sha256.Sum256(sc.keys[ds.keyStart:ds.keyEnd])
+	sum := sha256.Sum256(rs.keys[ds.keyStart:ds.keyEnd])
 	hex.Encode(dst[:], sum[:KeyHashLength/2])
 	return true
 }
 
 // keyHash is keyHashTo as a string, "" without a bucket key.
-func (sc *scratch) keyHash(i int) string {
+func (rs *reqState) keyHash(i int) string {
 	var k [KeyHashLength]byte
-	if !sc.keyHashTo(&k, i) {
+	if !rs.keyHashTo(&k, i) {
 		return ""
 	}
 	return string(k[:])
@@ -122,8 +122,8 @@ type metaBlock struct {
 // the verdict top, that decided (with retryAfter, the response's wait),
 // and, when several descriptors were limited or degraded, the first
 // MaxMetaDescriptors of them under MetaDescriptors and their number.
-func (sc *scratch) metadata(domain string, vs []Verdict, top int, retryAfter int64, blk *metaBlock) *structpb.Struct {
-	f := sc.metaFields(top, &vs[top], retryAfter, blk)
+func (rs *reqState) metadata(domain string, vs []Verdict, top int, retryAfter int64, blk *metaBlock) *structpb.Struct {
+	f := rs.metaFields(top, &vs[top], retryAfter, blk)
 	f[MetaDomain] = vs[top].info.metaDomain
 	n := 0
 	for i := range vs {
@@ -136,7 +136,7 @@ func (sc *scratch) metadata(domain string, vs []Verdict, top int, retryAfter int
 		for i := range vs {
 			if v := &vs[i]; v.notable() && len(list) < MaxMetaDescriptors {
 				b := new(metaBlock)
-				df := sc.metaFields(i, v, ceilSeconds(int64(v.Retry)), b)
+				df := rs.metaFields(i, v, CeilSeconds(v.Retry), b)
 				df[MetaIndex] = metaNumber(int64(i))
 				list = append(list, structpb.NewStructValue(&b.top))
 			}
@@ -148,7 +148,7 @@ func (sc *scratch) metadata(domain string, vs []Verdict, top int, retryAfter int
 }
 
 // metaFields makes blk.top the metadata of verdict i and returns its fields.
-func (sc *scratch) metaFields(i int, v *Verdict, retryAfter int64, blk *metaBlock) map[string]*structpb.Value {
+func (rs *reqState) metaFields(i int, v *Verdict, retryAfter int64, blk *metaBlock) map[string]*structpb.Value {
 	f := make(map[string]*structpb.Value, 8)
 	f[MetaRule] = v.info.metaRule
 	f[MetaResult] = metaResults[v.Result]
@@ -156,7 +156,7 @@ func (sc *scratch) metaFields(i int, v *Verdict, retryAfter int64, blk *metaBloc
 	f[MetaCost] = metaNumber(v.Cost)
 	f[MetaRemaining] = metaNumber(v.Remaining)
 	f[MetaRetryAfter] = metaNumber(retryAfter)
-	if sc.keyHashTo(&blk.hash, i) {
+	if rs.keyHashTo(&blk.hash, i) {
 		blk.keyK.StringValue = unsafe.String(&blk.hash[0], len(blk.hash))
 		blk.key.Kind = &blk.keyK
 		f[MetaKey] = &blk.key

@@ -13,14 +13,15 @@ import (
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
-// scratch is one request's working memory, reused through a sync.Pool so
-// that the hot path does not allocate. Nothing in a response points into it.
-type scratch struct {
+// reqState is one request's working memory (its plan, keys, store calls
+// and verdicts), reused through a sync.Pool so that the hot path does not
+// allocate. Nothing in a response points into it.
+type reqState struct {
 	entries []policy.Entry
 	keys    []byte // every bucket key of the request, back to back
 	descs   []desc
 	// verdicts are judge's, one per desc; nothing in one points into the
-	// scratch. dec and rules are DecideFunc's Decision.
+	// request state. dec and rules are DecideFunc's Decision.
 	verdicts []Verdict
 	rules    []*policy.Rule
 	dec      Decision
@@ -58,12 +59,12 @@ type desc struct {
 	keyEnd    int
 }
 
-func (sc *scratch) reset() {
-	sc.entries, sc.keys, sc.descs, sc.verdicts = sc.entries[:0], sc.keys[:0], sc.descs[:0], sc.verdicts[:0]
-	sc.enforced.reset()
-	sc.shadow.reset()
-	sc.refused, sc.hasID = false, false
-	sc.quotas, sc.quotaRefused = 0, 0
+func (rs *reqState) reset() {
+	rs.entries, rs.keys, rs.descs, rs.verdicts = rs.entries[:0], rs.keys[:0], rs.descs[:0], rs.verdicts[:0]
+	rs.enforced.reset()
+	rs.shadow.reset()
+	rs.refused, rs.hasID = false, false
+	rs.quotas, rs.quotaRefused = 0, 0
 }
 
 func (b *batch) reset() {
@@ -76,110 +77,110 @@ func (b *batch) reset() {
 // plan matches every descriptor of domain to its rule, drops the rules
 // that others of the request replace, works out each cost (hits is the
 // request's hits_addend) and builds each bucket key.
-func (sc *scratch) plan(pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32) {
-	sc.reset()
+func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32) {
+	rs.reset()
 	idKey := pol.RequestIDKey()
 	for _, d := range descriptors {
 		ds := desc{item: -1}
 		if idKey != "" && len(d.Entries) == 1 && d.Entries[0].Key == idKey {
 			// Hashed here, so that nothing keeps the client's bytes.
-			sc.id, sc.hasID = hashRequestID(d.Entries[0].Value)
+			rs.id, rs.hasID = hashRequestID(d.Entries[0].Value)
 			ds.isID = true
 		} else {
-			ds.rule = pol.Match(domain, sc.entriesOf(d))
+			ds.rule = pol.Match(domain, rs.entriesOf(d))
 		}
-		sc.descs = append(sc.descs, ds)
+		rs.descs = append(rs.descs, ds)
 	}
-	sc.dropReplaced()
+	rs.dropReplaced()
 	for i, d := range descriptors {
-		ds := &sc.descs[i]
+		ds := &rs.descs[i]
 		switch {
 		case ds.rule == nil || ds.rule.Unlimited:
 			continue
 		case ds.rule.Deny:
 			ds.refusal = "rule " + ds.rule.Domain + "/" + ds.rule.Name + " allows no requests (capacity 0)"
 		default:
-			entries := sc.entriesOf(d)
+			entries := rs.entriesOf(d)
 			ds.cost, ds.refusal = costOf(d, hits, ds.rule, entries)
 			if ds.refusal == "" {
-				ds.keyStart = len(sc.keys)
-				sc.keys = ds.rule.AppendKey(sc.keys, entries)
-				ds.keyEnd = len(sc.keys)
-				b := sc.batch(ds.rule)
+				ds.keyStart = len(rs.keys)
+				rs.keys = ds.rule.AppendKey(rs.keys, entries)
+				ds.keyEnd = len(rs.keys)
+				b := rs.batch(ds.rule)
 				ds.item = len(b.req.Items)
 				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: ds.cost, Revision: pol.Revision()})
 			}
 		}
 		switch {
 		case ds.isQuota():
-			sc.quotas++
+			rs.quotas++
 			if ds.refusal != "" {
-				sc.quotaRefused++
+				rs.quotaRefused++
 				ds.quotaOver = true
 			}
 		case ds.refusal != "" && !ds.rule.Shadow:
-			sc.refused = true
+			rs.refused = true
 		}
 	}
-	if sc.quotas > 0 && sc.quotaRefused == sc.quotas {
-		sc.refused = true // every quota descriptor is refused: so is the request
+	if rs.quotas > 0 && rs.quotaRefused == rs.quotas {
+		rs.refused = true // every quota descriptor is refused: so is the request
 	}
-	// sc.keys no longer grows: the items' keys can now alias it.
-	for _, ds := range sc.descs {
+	// rs.keys no longer grows: the items' keys can now alias it.
+	for _, ds := range rs.descs {
 		if ds.item >= 0 {
-			sc.batch(ds.rule).req.Items[ds.item].Key = unsafe.String(&sc.keys[ds.keyStart], ds.keyEnd-ds.keyStart)
+			rs.batch(ds.rule).req.Items[ds.item].Key = unsafe.String(&rs.keys[ds.keyStart], ds.keyEnd-ds.keyStart)
 		}
 	}
 }
 
-// entriesOf copies a descriptor's entries into sc.entries.
-func (sc *scratch) entriesOf(d *ratelimitv3.RateLimitDescriptor) []policy.Entry {
-	sc.entries = sc.entries[:0]
+// entriesOf copies a descriptor's entries into rs.entries.
+func (rs *reqState) entriesOf(d *ratelimitv3.RateLimitDescriptor) []policy.Entry {
+	rs.entries = rs.entries[:0]
 	for _, e := range d.Entries {
-		sc.entries = append(sc.entries, policy.Entry{Key: e.Key, Value: e.Value})
+		rs.entries = append(rs.entries, policy.Entry{Key: e.Key, Value: e.Value})
 	}
-	return sc.entries
+	return rs.entries
 }
 
 // dropReplaced answers as if no rule matched the descriptors whose rule
 // is not_limited, or whose limit name another matched rule of the request
 // replaces (unlimited rules replace but are never replaced, as in
 // envoyproxy/ratelimit). A replaced rule's own replaces still count.
-func (sc *scratch) dropReplaced() {
+func (rs *reqState) dropReplaced() {
 	replacing := false
-	for i := range sc.descs {
-		if r := sc.descs[i].rule; r != nil && len(r.Replaces) > 0 {
+	for i := range rs.descs {
+		if r := rs.descs[i].rule; r != nil && len(r.Replaces) > 0 {
 			replacing = true
 		}
 	}
-	for i := range sc.descs {
-		ds := &sc.descs[i]
+	for i := range rs.descs {
+		ds := &rs.descs[i]
 		r := ds.rule
 		switch {
 		case r == nil:
 		case r.NotLimited:
 			ds.replaced = true
 		case replacing && !r.Unlimited && r.Limit.Name != "":
-			for j := range sc.descs {
-				if o := sc.descs[j].rule; o != nil && slices.Contains(o.Replaces, r.Limit.Name) {
+			for j := range rs.descs {
+				if o := rs.descs[j].rule; o != nil && slices.Contains(o.Replaces, r.Limit.Name) {
 					ds.replaced = true
 					break
 				}
 			}
 		}
 	}
-	for i := range sc.descs {
-		if sc.descs[i].replaced {
-			sc.descs[i].rule = nil
+	for i := range rs.descs {
+		if rs.descs[i].replaced {
+			rs.descs[i].rule = nil
 		}
 	}
 }
 
-func (sc *scratch) batch(r *policy.Rule) *batch {
+func (rs *reqState) batch(r *policy.Rule) *batch {
 	if r.Shadow {
-		return &sc.shadow
+		return &rs.shadow
 	}
-	return &sc.enforced
+	return &rs.enforced
 }
 
 // costOf is the descriptor's cost (docs/policy.md, "Cost"), or why it is
@@ -211,22 +212,22 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 // only when one was refused already, so nothing is charged), then the
 // shadow ones on their own, without the request id (a replay of the id
 // answers the enforced call).
-func (sc *scratch) decide(ctx context.Context, st, local store.Store, now int64) {
-	if sc.refused {
-		for i := range sc.enforced.req.Items {
-			sc.enforced.req.Items[i].Cost = 0
+func (rs *reqState) decide(ctx context.Context, st, local store.Store, now int64) {
+	if rs.refused {
+		for i := range rs.enforced.req.Items {
+			rs.enforced.req.Items[i].Cost = 0
 		}
 	}
-	if sc.hasID {
-		sc.enforced.req.ID = sc.id.alias()
+	if rs.hasID {
+		rs.enforced.req.ID = rs.id.alias()
 	}
-	sc.enforced.run(ctx, st, now)
-	if sc.quotas > sc.quotaRefused && !sc.refused {
-		sc.decideWithoutOverQuotas(ctx, st, now)
+	rs.enforced.run(ctx, st, now)
+	if rs.quotas > rs.quotaRefused && !rs.refused {
+		rs.decideWithoutOverQuotas(ctx, st, now)
 	}
-	sc.shadow.run(ctx, st, now)
-	if sc.enforced.err != nil && local != nil {
-		sc.decideLocal(ctx, local)
+	rs.shadow.run(ctx, st, now)
+	if rs.enforced.err != nil && local != nil {
+		rs.decideLocal(ctx, local)
 	}
 }
 

@@ -30,14 +30,14 @@ func (ds *desc) isQuota() bool {
 // decideWithoutOverQuotas decides the enforced descriptors again without
 // the quota descriptors the store could not cover, when they alone made it
 // refuse the request and another quota descriptor could be covered.
-func (sc *scratch) decideWithoutOverQuotas(ctx context.Context, st store.Store, now int64) {
-	e := &sc.enforced
+func (rs *reqState) decideWithoutOverQuotas(ctx context.Context, st store.Store, now int64) {
+	e := &rs.enforced
 	if e.err != nil || e.out.Allowed || len(e.req.Items) == 0 {
 		return
 	}
 	covered := 0
-	for i := range sc.descs {
-		ds := &sc.descs[i]
+	for i := range rs.descs {
+		ds := &rs.descs[i]
 		if ds.item < 0 || ds.rule.Shadow {
 			continue
 		}
@@ -51,16 +51,16 @@ func (sc *scratch) decideWithoutOverQuotas(ctx context.Context, st store.Store, 
 	if covered == 0 {
 		return
 	}
-	for i := range sc.descs {
-		ds := &sc.descs[i]
+	for i := range rs.descs {
+		ds := &rs.descs[i]
 		if ds.isQuota() && ds.item >= 0 && !e.results[ds.item].Allowed {
 			ds.quotaOver = true
 			e.req.Items[ds.item].Cost = 0
 		}
 	}
-	if sc.hasID {
-		sc.quotaID = quotaRequestID(&sc.id)
-		e.req.ID = sc.quotaID.alias()
+	if rs.hasID {
+		rs.quotaID = quotaRequestID(&rs.id)
+		e.req.ID = rs.quotaID.alias()
 	}
 	e.run(ctx, st, now)
 }

@@ -26,5 +26,6 @@ func hashRequestID(id string) (requestID, bool) {
 }
 
 // alias is the id as store.Request.ID carries it, without a copy: like the
-// items' keys, which alias the scratch's buffer, it is valid while id is.
+// items' keys, which alias the request state's buffer, it is valid while id
+// is.
 func (id *requestID) alias() string { return unsafe.String(&id[0], len(id)) }

@@ -14,7 +14,7 @@ import (
 )
 
 // idRecorder is a store that allows everything and records the request ids
-// it is asked with, copied (they alias the service's scratch).
+// it is asked with, copied (they alias the service's request state).
 type idRecorder struct {
 	mu  sync.Mutex
 	ids []string
@@ -110,7 +110,7 @@ func TestRequestIDReplayAfterHashing(t *testing.T) {
 // allocation; a request with an id allocates what one without does.
 func TestRequestIDAllocatesNothing(t *testing.T) {
 	if raceEnabled {
-		// The pooled scratch is dropped at random: counts vary by run.
+		// The pooled request state is dropped at random: counts vary by run.
 		t.Skip("allocation counts under the race detector vary; make test runs this without it")
 	}
 	f := newFixture(t, &nopStore{})

@@ -23,7 +23,7 @@ const (
 // respond writes the answer from the verdicts: one status per descriptor,
 // in order, the headers of the request as a whole and, when a descriptor
 // was limited or degraded, the dynamic metadata (metadata.go).
-func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse {
+func (rs *reqState) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse {
 	top := deciding(vs)
 	resp, statuses, durations, x := newResponse(len(vs), top >= 0)
 	var (
@@ -58,7 +58,7 @@ func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse
 	}
 	// Every quota descriptor over the limit refuses the request; so does a
 	// decision that charged nothing (a bucket drained since the check).
-	refusedByStore := len(sc.enforced.req.Items) > 0 && sc.enforced.err == nil && !sc.enforced.out.Allowed
+	refusedByStore := len(rs.enforced.req.Items) > 0 && rs.enforced.err == nil && !rs.enforced.out.Allowed
 	if quota.total > 0 && (quota.over == quota.total || refusedByStore) {
 		over = true
 		reason, retry = cmp.Or(reason, quota.reason), max(retry, quota.retry)
@@ -72,13 +72,13 @@ func (sc *scratch) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse
 		case reason != "":
 			x.addHeader(resp, HeaderReason, reason)
 		case retry > 0:
-			x.addHeader(resp, HeaderRetryAfter, strconv.FormatInt(ceilSeconds(int64(retry)), 10))
+			x.addHeader(resp, HeaderRetryAfter, strconv.FormatInt(CeilSeconds(retry), 10))
 		}
 	}
 	if degraded {
 		x.addHeader(resp, HeaderDegraded, "store-error")
 	}
-	resp.DynamicMetadata = sc.metadata(domain, vs, top, ceilSeconds(int64(retry)), &x.meta)
+	resp.DynamicMetadata = rs.metadata(domain, vs, top, CeilSeconds(retry), &x.meta)
 	return resp
 }
 
@@ -161,10 +161,13 @@ func setDuration(d *durationpb.Duration, ns int64) {
 	d.Seconds, d.Nanos = ns/1e9, int32(ns%1e9)
 }
 
-// ceilSeconds rounds a positive duration up to whole seconds.
-func ceilSeconds(ns int64) int64 {
-	s := ns / 1e9
-	if ns%1e9 != 0 {
+// CeilSeconds is d in whole seconds rounded up, as math.Ceil rounds: the
+// seconds of a retry-after or a reset, which must never promise a wait
+// shorter than the store's. A decision's waits are never negative; a
+// negative d rounds towards zero too (-1.5s is -1, -0.5s is 0).
+func CeilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
 		s++
 	}
 	return s

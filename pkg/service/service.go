@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -46,10 +47,10 @@ type Options struct {
 	// StoreLogEvery is the least time between two log lines about store
 	// failures [10s]; each line says how many failures it stands for.
 	StoreLogEvery time.Duration
-	// ShadowAll never answers OVER_LIMIT overall (refmodes.go).
+	// ShadowAll never answers OVER_LIMIT overall (compatmodes.go).
 	ShadowAll bool
 	// LimitHeaders, when set, adds its three headers to every answer
-	// with a limit (refmodes.go).
+	// with a limit (compatmodes.go).
 	LimitHeaders *LimitHeaders
 	// DecisionLog logs refusals and degraded answers at info, every
 	// decision at debug, bounded per second (decisionlog.go); off without
@@ -58,7 +59,7 @@ type Options struct {
 	// Tracer, when set, traces each decision as one span (trace.go).
 	Tracer trace.Tracer
 	// Candidate, when set, decides every request again under a candidate
-	// policy in shadow (candidate.go).
+	// policy, never changing the answer (candidate.go).
 	Candidate *Candidate
 }
 
@@ -67,9 +68,9 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	opts      Options
 	rules     atomic.Pointer[ruleTable]
-	scratch   sync.Pool
+	reqStates sync.Pool // *reqState
 	cand      candidateState
-	storeLog  *logEvery
+	storeLog  *logbudget.Budget
 	decisions *decisionLog // nil: off
 }
 
@@ -90,8 +91,8 @@ func New(opts Options) (*Service, error) {
 	if opts.StoreLogEvery <= 0 {
 		opts.StoreLogEvery = 10 * time.Second
 	}
-	s := &Service{opts: opts, storeLog: newLogEvery(opts.StoreLogEvery), decisions: newDecisionLog(opts.DecisionLog)}
-	s.scratch.New = func() any { return new(scratch) }
+	s := &Service{opts: opts, storeLog: logbudget.New(1, opts.StoreLogEvery), decisions: newDecisionLog(opts.DecisionLog)}
+	s.reqStates.New = func() any { return new(reqState) }
 	return s, nil
 }
 
@@ -165,53 +166,53 @@ func (d *Decision) clone() *Decision {
 func (s *Service) decide(ctx context.Context, now int64, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32, f func(*Decision)) *rlsv3.RateLimitResponse {
 	pol := s.opts.Policy()
 	table := s.ruleTable(pol)
-	sc := s.scratch.Get().(*scratch)
-	defer s.scratch.Put(sc)
+	rs := s.reqStates.Get().(*reqState)
+	defer s.reqStates.Put(rs)
 
 	ctx, span := s.startSpan(ctx)
-	sc.plan(pol, domain, descriptors, hits)
+	rs.plan(pol, domain, descriptors, hits)
 	span.storeBegin()
-	sc.decide(ctx, s.opts.Store, s.opts.Local, now)
+	rs.decide(ctx, s.opts.Store, s.opts.Local, now)
 	span.storeEnd()
 	switch {
-	case sc.enforced.err != nil || sc.shadow.err != nil:
+	case rs.enforced.err != nil || rs.shadow.err != nil:
 		s.opts.Metrics.StoreErrors.WithLabelValues(s.opts.StoreName).Inc()
-		s.logStoreFailure(ctx, now, sc)
-	case len(sc.enforced.req.Items) > 0 || len(sc.shadow.req.Items) > 0:
+		s.logStoreFailure(ctx, now, rs)
+	case len(rs.enforced.req.Items) > 0 || len(rs.shadow.req.Items) > 0:
 		s.logStoreBack(ctx, now)
 	}
-	verdicts := sc.judge(table)
-	resp := sc.respond(domain, verdicts)
+	verdicts := rs.judge(table)
+	resp := rs.respond(domain, verdicts)
 	if s.opts.LimitHeaders != nil {
 		addLimitHeaders(resp, s.opts.LimitHeaders)
 	}
 	if s.opts.ShadowAll {
 		shadowAll(resp)
 	}
-	sc.count(table, domain, descriptors, verdicts, s.opts.Metrics)
-	s.describe(ctx, now, domain, sc, verdicts, resp, &span)
+	rs.count(table, domain, descriptors, verdicts, s.opts.Metrics)
+	s.describe(ctx, now, domain, rs, verdicts, resp, &span)
 	// A store call that timed out may have charged: tell the store whether
 	// the request went through on on_store_error's answer (a shadow rule's
 	// charge stands, as it does when the store answers).
-	resolve(sc.enforced.err, resp.OverallCode == rlsv3.RateLimitResponse_OK)
-	resolve(sc.shadow.err, true)
+	resolve(rs.enforced.err, resp.OverallCode == rlsv3.RateLimitResponse_OK)
+	resolve(rs.shadow.err, true)
 	if s.opts.Candidate != nil {
-		s.decideCandidate(ctx, now, pol, domain, descriptors, hits, sc)
+		s.decideCandidate(ctx, now, pol, domain, descriptors, hits, rs)
 	}
 	if f != nil {
-		f(sc.decision(resp))
-		sc.dec = Decision{} // the pool keeps no response alive
+		f(rs.decision(resp))
+		rs.dec = Decision{} // the pool keeps no response alive
 	}
 	return resp
 }
 
 // describe says why the request was answered so, besides the response's
 // metadata: the decision log and the span.
-func (s *Service) describe(ctx context.Context, now int64, domain string, sc *scratch, vs []Verdict, resp *rlsv3.RateLimitResponse, span *decisionSpan) {
+func (s *Service) describe(ctx context.Context, now int64, domain string, rs *reqState, vs []Verdict, resp *rlsv3.RateLimitResponse, span *decisionSpan) {
 	if s.decisions != nil {
-		s.decisions.write(ctx, now, domain, sc, vs)
+		s.decisions.write(ctx, now, domain, rs, vs)
 	}
-	span.end(domain, s.opts.StoreName, sc, vs, resp)
+	span.end(domain, s.opts.StoreName, rs, vs, resp)
 }
 
 // resolve tells a store whose call may have charged (store.Ambiguous)
@@ -230,17 +231,17 @@ func resolve(err error, passed bool) {
 // went out less than StoreLogEvery ago: during an outage every request
 // fails, and one line per interval with the number it stands for says as
 // much as a line per request.
-func (s *Service) logStoreFailure(ctx context.Context, now int64, sc *scratch) {
-	held, ok := s.storeLog.allow(now)
+func (s *Service) logStoreFailure(ctx context.Context, now int64, rs *reqState) {
+	held, ok := s.storeLog.Take(now)
 	if !ok {
 		return
 	}
 	attrs := []slog.Attr{
 		slog.String("store", s.opts.StoreName),
-		slog.String("error", errors.Join(sc.enforced.err, sc.shadow.err).Error()),
+		slog.String("error", errors.Join(rs.enforced.err, rs.shadow.err).Error()),
 		slog.Int64("suppressed", held),
 	}
-	if err := sc.enforced.local.err; err != nil {
+	if err := rs.enforced.local.err; err != nil {
 		attrs = append(attrs, slog.String("local_error", err.Error()))
 	}
 	s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "store failed; rules' on_store_error decides", attrs...)
@@ -250,7 +251,7 @@ func (s *Service) logStoreFailure(ctx context.Context, now int64, sc *scratch) {
 // once the store has answered a request again. With nothing held back it
 // costs one atomic load.
 func (s *Service) logStoreBack(ctx context.Context, now int64) {
-	if held, ok := s.storeLog.flush(now); ok {
+	if held, ok := s.storeLog.Flush(now); ok {
 		s.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "store answering again",
 			slog.String("store", s.opts.StoreName), slog.Int64("suppressed", held))
 	}

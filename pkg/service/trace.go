@@ -59,7 +59,7 @@ func (d *decisionSpan) storeEnd() {
 }
 
 // end describes the decision on the span and ends it.
-func (d *decisionSpan) end(domain, storeName string, sc *scratch, vs []Verdict, resp *rlsv3.RateLimitResponse) {
+func (d *decisionSpan) end(domain, storeName string, rs *reqState, vs []Verdict, resp *rlsv3.RateLimitResponse) {
 	if d.span == nil {
 		return
 	}
@@ -89,7 +89,7 @@ func (d *decisionSpan) end(domain, storeName string, sc *scratch, vs []Verdict, 
 		attribute.String(AttrStore, storeName),
 		attribute.Int64(AttrStoreDuration, d.storeNs),
 	)
-	if err := errors.Join(sc.enforced.err, sc.shadow.err); err != nil {
+	if err := errors.Join(rs.enforced.err, rs.shadow.err); err != nil {
 		d.span.RecordError(err)
 		d.span.SetStatus(otelcodes.Error, "store failed: on_store_error answered")
 	}

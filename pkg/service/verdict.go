@@ -110,29 +110,29 @@ func (v *Verdict) notable() bool {
 	return v.Code == rlsv3.RateLimitResponse_OVER_LIMIT || v.Degraded()
 }
 
-// decision is the request's Decision, in the scratch.
-func (sc *scratch) decision(resp *rlsv3.RateLimitResponse) *Decision {
-	sc.rules = sc.rules[:0]
-	for i := range sc.verdicts {
-		sc.rules = append(sc.rules, sc.verdicts[i].Rule)
+// decision is the request's Decision, in the request state.
+func (rs *reqState) decision(resp *rlsv3.RateLimitResponse) *Decision {
+	rs.rules = rs.rules[:0]
+	for i := range rs.verdicts {
+		rs.rules = append(rs.rules, rs.verdicts[i].Rule)
 	}
-	sc.dec = Decision{Response: resp, Verdicts: sc.verdicts, Rules: sc.rules}
-	return &sc.dec
+	rs.dec = Decision{Response: resp, Verdicts: rs.verdicts, Rules: rs.rules}
+	return &rs.dec
 }
 
 // judge decides every descriptor's verdict from the plan and the store's
-// answers, into sc.verdicts; t is the plan's rule table (nil: verdicts
+// answers, into rs.verdicts; t is the plan's rule table (nil: verdicts
 // with no Limit, for a plan that answers no one: the candidate's).
-func (sc *scratch) judge(t *ruleTable) []Verdict {
-	sc.verdicts = sc.verdicts[:0]
-	for i := range sc.descs {
-		sc.verdicts = append(sc.verdicts, sc.verdict(i, t))
+func (rs *reqState) judge(t *ruleTable) []Verdict {
+	rs.verdicts = rs.verdicts[:0]
+	for i := range rs.descs {
+		rs.verdicts = append(rs.verdicts, rs.verdict(i, t))
 	}
-	return sc.verdicts
+	return rs.verdicts
 }
 
-func (sc *scratch) verdict(i int, t *ruleTable) Verdict {
-	ds := &sc.descs[i]
+func (rs *reqState) verdict(i int, t *ruleTable) Verdict {
+	ds := &rs.descs[i]
 	v := Verdict{Rule: ds.rule, Code: rlsv3.RateLimitResponse_OK, Cost: ds.cost}
 	switch {
 	case ds.isID:
@@ -150,13 +150,13 @@ func (sc *scratch) verdict(i int, t *ruleTable) Verdict {
 		v.Result, v.Remaining = ResultOK, 1<<32-1
 		return v
 	}
-	sc.answer(ds, &v)
+	rs.answer(ds, &v)
 	if ds.quotaOver && v.Result == ResultOK {
 		// Checked at cost 0, not charged (quota.go).
-		v.Result, v.Retry = ResultOverLimit, time.Duration(sc.batch(ds.rule).results[ds.item].RetryAfter)
+		v.Result, v.Retry = ResultOverLimit, time.Duration(rs.batch(ds.rule).results[ds.item].RetryAfter)
 	}
-	v.quota = ds.isQuota() && sc.enforced.err == nil
-	if v.Result != ResultOK && !(v.Result == ResultStoreError && sc.fallbackAllows(ds)) {
+	v.quota = ds.isQuota() && rs.enforced.err == nil
+	if v.Result != ResultOK && !(v.Result == ResultStoreError && rs.fallbackAllows(ds)) {
 		v.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if ds.rule.Shadow {
@@ -174,15 +174,15 @@ func (sc *scratch) verdict(i int, t *ruleTable) Verdict {
 // answer fills v's result, remaining tokens, reset and retry times from the
 // store's answer, the local budget's while the store failed, or the
 // refusal made before asking.
-func (sc *scratch) answer(ds *desc, v *Verdict) {
-	b := sc.batch(ds.rule)
+func (rs *reqState) answer(ds *desc, v *Verdict) {
+	b := rs.batch(ds.rule)
 	switch {
 	case ds.refusal != "":
 		v.Result, v.Reason = ResultRefused, ds.refusal
 		return
 	case b.err != nil:
 		v.Result = ResultStoreError
-		if r, ok := sc.localResult(ds); ok {
+		if r, ok := rs.localResult(ds); ok {
 			v.Remaining = r.Remaining
 			v.Reset, v.HasReset = time.Duration(r.ResetAfter), true
 			if !r.Allowed {
@@ -211,4 +211,6 @@ func neverReason(it store.Item, r *policy.Rule) string {
 }
 
 // ceilDuration rounds a positive wait in ns up to whole seconds.
-func ceilDuration(ns int64) time.Duration { return time.Duration(ceilSeconds(ns)) * time.Second }
+func ceilDuration(ns int64) time.Duration {
+	return time.Duration(CeilSeconds(time.Duration(ns))) * time.Second
+}

@@ -271,36 +271,6 @@ func TestDecisionLogDegraded(t *testing.T) {
 	}
 }
 
-// TestLineBudget: per lines an interval, exactly, from many goroutines,
-// and the first line of a later interval counts the rest.
-func TestLineBudget(t *testing.T) {
-	var b lineBudget
-	b.init(50, time.Second)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	passed := 0
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 100 {
-				if _, ok := b.take(int64(100 * time.Millisecond)); ok {
-					mu.Lock()
-					passed++
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if passed != 50 {
-		t.Fatalf("%d lines through, want 50", passed)
-	}
-	if dropped, ok := b.take(int64(time.Second)); !ok || dropped != 750 {
-		t.Fatalf("next interval: %d dropped, %v", dropped, ok)
-	}
-}
-
 // TestMetadataIsAStruct: the metadata is a Struct Envoy can read: its
 // JSON form round-trips.
 func TestMetadataIsAStruct(t *testing.T) {

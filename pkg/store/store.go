@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
@@ -105,6 +106,21 @@ type Store interface {
 	// same key are one bucket, charged in order. An error means nothing
 	// was decided or charged.
 	Decide(ctx context.Context, req *Request, results []Result) (Outcome, error)
+}
+
+// Validate reports, wrapping ErrInvalid, a request no store decides: more
+// than MaxItems items, fewer results than items, or an item without a
+// version. Every Store calls it first, so all refuse the same requests.
+func Validate(req *Request, results []Result) error {
+	if n := len(req.Items); n > MaxItems || len(results) < n {
+		return fmt.Errorf("%w: %d items (at most %d, %d results)", ErrInvalid, n, MaxItems, len(results))
+	}
+	for i := range req.Items {
+		if req.Items[i].Version == nil {
+			return fmt.Errorf("%w: item %d (%q) has no version", ErrInvalid, i, req.Items[i].Key)
+		}
+	}
+	return nil
 }
 
 // Fingerprint identifies what a request asks for, its keys and costs in

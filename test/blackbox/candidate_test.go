@@ -12,7 +12,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/poll"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 func perUser(revision, capacity int) string {
@@ -141,14 +142,14 @@ func TestCandidateReload(t *testing.T) {
 	})
 
 	tgproc.WritePolicy(t, cand, perUser(2, 2))
-	tgproc.Eventually(t, "candidate revision 2", func() bool { v := debugCandidate(t, p); return v.Candidate != nil && v.Candidate.Revision == 2 })
+	poll.Eventually(t, tgproc.Timeout, func() bool { v := debugCandidate(t, p); return v.Candidate != nil && v.Candidate.Revision == 2 }, "candidate revision 2")
 	askAlice(t, p, 3)
 	if v := debugCandidate(t, p); v.Requests != 3 || v.Disagreements["live_allowed_candidate_rejected"] != 1 {
 		t.Fatalf("under revision 2: %+v", v)
 	}
 
 	tgproc.WritePolicy(t, cand, perUser(3, 1))
-	tgproc.Eventually(t, "candidate revision 3", func() bool { return debugCandidate(t, p).Candidate.Revision == 3 })
+	poll.Eventually(t, tgproc.Timeout, func() bool { return debugCandidate(t, p).Candidate.Revision == 3 }, "candidate revision 3")
 	// A fresh record; the candidate's bucket carries over, as a live one
 	// does on a reload: empty, so both requests are over.
 	askAlice(t, p, 2)
@@ -157,9 +158,9 @@ func TestCandidateReload(t *testing.T) {
 	}
 
 	tgproc.WritePolicy(t, cand, "domains: [")
-	tgproc.Eventually(t, "the refusal of a bad candidate", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Metric(t, `tokengate_candidate_policy_reloads_total{result="failure"}`) == "2"
-	})
+	}, "the refusal of a bad candidate")
 	if v := debugCandidate(t, p); v.Candidate.Revision != 3 || servingRevision(t, p) != 1 {
 		t.Fatalf("after a bad candidate: candidate %+v, live revision %d", v.Candidate, servingRevision(t, p))
 	}
@@ -167,7 +168,7 @@ func TestCandidateReload(t *testing.T) {
 	if err := os.Remove(cand); err != nil {
 		t.Fatal(err)
 	}
-	tgproc.Eventually(t, "no candidate once its file is removed", func() bool { return debugCandidate(t, p).Candidate == nil })
+	poll.Eventually(t, tgproc.Timeout, func() bool { return debugCandidate(t, p).Candidate == nil }, "no candidate once its file is removed")
 	p.WantMetrics(t, map[string]string{`tokengate_candidate_policy_reloads_total{result="removed"}`: "1"})
 	before := p.Metric(t, `tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`)
 	for _, r := range askAlice(t, p, 2) {

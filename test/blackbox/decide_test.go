@@ -15,7 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/poll"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 const policyV1 = `revision: 1
@@ -161,9 +162,9 @@ func TestHotReload(t *testing.T) {
 	p.Ask(t, "edge", 0, tgproc.Descriptor("user_id", "hank", "path", "/upload/a")) // 9 of 10 left
 	// Capacity 10 -> 8 (clamp): the balance of 9 becomes 8.
 	tgproc.WritePolicy(t, path, strings.Replace(strings.Replace(policyV1, "revision: 1", "revision: 2", 1), "capacity: 10", "capacity: 8", 1))
-	tgproc.Eventually(t, "revision 2", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Metric(t, `tokengate_policy_reloads_total{result="success"}`) == "2"
-	})
+	}, "revision 2")
 	if _, body := p.Get(t, "/debug/policy"); !strings.Contains(body, `"revision": 2`) {
 		t.Fatalf("/debug/policy after the reload: %s", body)
 	}
@@ -172,9 +173,9 @@ func TestHotReload(t *testing.T) {
 	}
 	// An invalid file changes nothing.
 	tgproc.WritePolicy(t, path, policyV1+"    - name: broken\n      capacity: -1\n")
-	tgproc.Eventually(t, "the failed reload", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Metric(t, `tokengate_policy_reloads_total{result="failure"}`) == "1"
-	})
+	}, "the failed reload")
 	if _, body := p.Get(t, "/debug/policy"); !strings.Contains(body, `"revision": 2`) {
 		t.Fatalf("an invalid reload replaced the policy: %s", body)
 	}
@@ -216,7 +217,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	tgproc.Eventually(t, "100 calls", func() bool { return okCalls.Load() >= 100 })
+	poll.Eventually(t, tgproc.Timeout, func() bool { return okCalls.Load() >= 100 }, "100 calls")
 	err := p.Stop(t)
 	close(stop)
 	wg.Wait()

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 // binary is the tokengate binary built once for the package, with -race.

@@ -19,7 +19,8 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/poll"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 func hupPolicy(revision int) string {
@@ -77,7 +78,7 @@ func TestSIGHUPReloadsUnderLoad(t *testing.T) {
 	moreCalls := func(what string) {
 		t.Helper()
 		from := okCalls.Load()
-		tgproc.Eventually(t, "100 calls "+what, func() bool { return okCalls.Load() >= from+100 })
+		poll.Eventually(t, tgproc.Timeout, func() bool { return okCalls.Load() >= from+100 }, "100 calls "+what)
 	}
 	moreCalls("before any SIGHUP")
 
@@ -86,14 +87,14 @@ func TestSIGHUPReloadsUnderLoad(t *testing.T) {
 		t.Fatalf("revision %d before SIGHUP: the edit was seen without it; the test proves nothing", rev)
 	}
 	hangup()
-	tgproc.Eventually(t, "revision 2 after SIGHUP", func() bool { return servingRevision(t, p) == 2 })
+	poll.Eventually(t, tgproc.Timeout, func() bool { return servingRevision(t, p) == 2 }, "revision 2 after SIGHUP")
 	moreCalls("after the reload")
 
 	writeFile(t, target, hupPolicy(3)+"      on_store_error: sometimes\n")
 	hangup()
-	tgproc.Eventually(t, "the refusal of an invalid file", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Metric(t, `tokengate_policy_reload_failures_total{reason="invalid"}`) == "1"
-	})
+	}, "the refusal of an invalid file")
 
 	if err := os.Remove(target); err != nil {
 		t.Fatal(err)
@@ -102,9 +103,9 @@ func TestSIGHUPReloadsUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	hangup()
-	tgproc.Eventually(t, "the refusal of a named pipe", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Metric(t, `tokengate_policy_reload_failures_total{reason="not_regular_file"}`) == "1"
-	})
+	}, "the refusal of a named pipe")
 	if rev := servingRevision(t, p); rev != 2 {
 		t.Fatalf("revision %d after refused reloads, want 2", rev)
 	}
@@ -117,7 +118,7 @@ func TestSIGHUPReloadsUnderLoad(t *testing.T) {
 	for range 10 { // a burst: coalesced, none ends the process
 		hangup()
 	}
-	tgproc.Eventually(t, "revision 4 after SIGHUP", func() bool { return servingRevision(t, p) == 4 })
+	poll.Eventually(t, tgproc.Timeout, func() bool { return servingRevision(t, p) == 4 }, "revision 4 after SIGHUP")
 	moreCalls("after a burst of SIGHUPs")
 	if got := p.Metric(t, `tokengate_policy_reloads_total{result="success"}`); got != "3" {
 		t.Errorf("successful loads: %s, want 3 (the first and two SIGHUPs)", got)

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/internal/wiretest"
-	"github.com/tokengate/tokengate/test/tgproc"
 )
 
 // invokeRaw calls method on p with the wire data req and decodes the

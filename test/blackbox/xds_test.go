@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/internal/tlstest"
 	"github.com/tokengate/tokengate/internal/xdstest"
 	"github.com/tokengate/tokengate/pkg/tlsfiles"
-	"github.com/tokengate/tokengate/test/tgproc"
 )
 
 func answers(t *testing.T, ask func() *rlsv3.RateLimitResponse, n int) string {

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/internal/wiretest"
-	"github.com/tokengate/tokengate/test/tgproc"
 )
 
 var binary string

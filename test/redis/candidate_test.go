@@ -9,8 +9,9 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/redistest"
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 func perUser(capacity int) string {
@@ -35,10 +36,10 @@ func TestCandidateKeySpace(t *testing.T) {
 	}
 	// The candidate is decided on a goroutine of its own with Redis: wait
 	// for its eighth decision.
-	eventually(t, "the candidate's 8 decisions", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Metric(t, `tokengate_candidate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`) == "3" &&
 			p.Metric(t, `tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`) == "5"
-	})
+	}, "the candidate's 8 decisions")
 	p.WantMetrics(t, map[string]string{
 		`tokengate_candidate_decisions_total{domain="edge",result="ok",rule="per-user"}`:                "5",
 		`tokengate_candidate_decisions_total{domain="edge",result="over_limit",rule="per-user"}`:        "3",

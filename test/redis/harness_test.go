@@ -10,7 +10,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 var binary string
@@ -32,6 +32,5 @@ func (p *proc) ask(t *testing.T, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.
 var (
 	descriptor = tgproc.Descriptor
 	header     = tgproc.Header
-	eventually = tgproc.Eventually
 	writeFile  = tgproc.PolicyFile
 )

@@ -17,12 +17,12 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 	rstore "github.com/tokengate/tokengate/pkg/store/redis"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
-	"github.com/tokengate/tokengate/test/tgproc"
 )
 
 // The bounded-keys tests: a flood of distinct keys into a redis-server

@@ -9,7 +9,9 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 const outagePolicy = `
@@ -83,7 +85,7 @@ func TestRedisOutage(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	srv.Kill()
-	eventually(t, "degraded answers under load", sawDegraded.Load)
+	poll.Eventually(t, tgproc.Timeout, sawDegraded.Load, "degraded answers under load")
 	time.Sleep(200 * time.Millisecond)
 	close(stop)
 	wg.Wait()
@@ -118,11 +120,11 @@ func TestRedisOutage(t *testing.T) {
 	if r := timed("local spent", "user_id", "u"); r.OverallCode != over || header(r, "retry-after") == "" {
 		t.Fatalf("on_store_error local past its share: %v", r)
 	}
-	eventually(t, "degraded", func() bool { return p.Metric(t, "tokengate_store_degraded") == "1" })
+	poll.Eventually(t, tgproc.Timeout, func() bool { return p.Metric(t, "tokengate_store_degraded") == "1" }, "degraded")
 	if code, _ := p.Get(t, "/readyz"); code != 200 {
 		t.Fatalf("/readyz with Redis down: %d, want 200 (on_store_error answers)", code)
 	}
-	eventually(t, "the circuit to open", func() bool { return p.Metric(t, "tokengate_redis_circuit_open") == "1" })
+	poll.Eventually(t, tgproc.Timeout, func() bool { return p.Metric(t, "tokengate_redis_circuit_open") == "1" }, "the circuit to open")
 	if n, _ := strconv.ParseFloat(p.Metric(t, `tokengate_store_errors_total{store="redis"}`), 64); n < 1 {
 		t.Fatalf("store errors not counted: %v", n)
 	}
@@ -132,11 +134,11 @@ func TestRedisOutage(t *testing.T) {
 
 	// Redis comes back (empty, no script cached): no restart needed.
 	srv.Restart()
-	eventually(t, "answers from Redis again", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		r := p.ask(t, descriptor("user_id", "u"))
 		return r.OverallCode == ok && header(r, "x-tokengate-degraded") == ""
-	})
-	eventually(t, "not degraded", func() bool { return p.Metric(t, "tokengate_store_degraded") == "0" })
+	}, "answers from Redis again")
+	poll.Eventually(t, tgproc.Timeout, func() bool { return p.Metric(t, "tokengate_store_degraded") == "0" }, "not degraded")
 	if g := p.Metric(t, "tokengate_redis_circuit_open"); g != "0" {
 		t.Fatalf("circuit gauge %q after recovery", g)
 	}
@@ -172,9 +174,9 @@ func TestStartWithRedisDown(t *testing.T) {
 		t.Fatalf("tokengate_store_degraded %q with Redis down at start, want 1", g)
 	}
 	srv.Restart()
-	eventually(t, "answers from Redis", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		r := p.ask(t, descriptor("tenant", "a"))
 		return r.OverallCode == ok && header(r, "x-tokengate-degraded") == ""
-	})
-	eventually(t, "not degraded", func() bool { return p.Metric(t, "tokengate_store_degraded") == "0" })
+	}, "answers from Redis")
+	poll.Eventually(t, tgproc.Timeout, func() bool { return p.Metric(t, "tokengate_store_degraded") == "0" }, "not degraded")
 }

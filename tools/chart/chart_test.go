@@ -128,7 +128,7 @@ policy: {existingConfigMap: my-limits, key: limits.yaml}
 				t.Errorf("policy volume %+v", v.VolumeSource)
 			}
 		}},
-		{"a candidate policy in shadow", `
+		{"a candidate policy", `
 policy: {candidate: {content: "domains: {edge: [{name: per-user, match: [{key: user_id}], capacity: 5, refill: 1/s}]}\n"}}
 `, func(t *testing.T, o *objects) {
 			wantArgs(t, o, "--policy=/etc/tokengate/policy.yaml", "--candidate-policy=/etc/tokengate-candidate/candidate.yaml")

@@ -14,8 +14,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/redistest"
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/tools/internal/build"
 )
 
@@ -119,9 +120,9 @@ func driveMemory(t *testing.T, bin string) string {
 		t.Fatal("64 users in 4 buckets evicted none that was not full")
 	}
 	tgproc.WritePolicy(t, path, "domains: {edge: [{name: broken, capacity: -1}]}\n")
-	tgproc.Eventually(t, "a refused reload", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Metric(t, `tokengate_policy_reload_failures_total{reason="invalid"}`) != ""
-	})
+	}, "a refused reload")
 	_, page := p.Get(t, "/metrics")
 	return page
 }
@@ -161,10 +162,10 @@ func driveRedis(t *testing.T, bin string) string {
 		ask()
 	}
 	srv.Stop()
-	tgproc.Eventually(t, "the Redis circuit breaker to open", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		ask()
 		return p.Metric(t, "tokengate_redis_circuit_open") == "1"
-	})
+	}, "the Redis circuit breaker to open")
 	_, page := p.Get(t, "/metrics")
 	return page
 }

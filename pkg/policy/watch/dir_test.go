@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
@@ -37,9 +38,9 @@ func TestDirectoryOfFiles(t *testing.T) {
 	}
 
 	write(t, filepath.Join(dir, "b.yaml"), refFile("beta", 3))
-	waitFor(t, "beta at 3", func() bool { return limitOf(f.w.Current(), "beta") == 3 })
+	poll.Eventually(t, waitLimit, func() bool { return limitOf(f.w.Current(), "beta") == 3 }, "beta at 3")
 	write(t, filepath.Join(dir, "c.yaml"), refFile("gamma", 4))
-	waitFor(t, "gamma", func() bool { return limitOf(f.w.Current(), "gamma") == 4 })
+	poll.Eventually(t, waitLimit, func() bool { return limitOf(f.w.Current(), "gamma") == 4 }, "gamma")
 	good := f.w.Current()
 
 	write(t, filepath.Join(dir, "d.yaml"), refFile("alpha", 5))
@@ -52,7 +53,7 @@ func TestDirectoryOfFiles(t *testing.T) {
 
 	os.Remove(filepath.Join(dir, "d.yaml"))
 	write(t, filepath.Join(dir, "e.yaml"), refFile("eps", 6))
-	waitFor(t, "eps", func() bool { return limitOf(f.w.Current(), "eps") == 6 })
+	poll.Eventually(t, waitLimit, func() bool { return limitOf(f.w.Current(), "eps") == 6 }, "eps")
 	if limitOf(f.w.Current(), "alpha") != 1 {
 		t.Fatal("alpha changed")
 	}
@@ -80,9 +81,9 @@ func TestDirectoryConfigMapSwap(t *testing.T) {
 	f := start(t, dir, -1)
 	for rev := 2; rev <= 3; rev++ {
 		publish(rev)
-		waitFor(t, fmt.Sprintf("revision %d", rev), func() bool {
+		poll.Eventually(t, waitLimit, func() bool {
 			p := f.w.Current()
 			return limitOf(p, "alpha") == uint32(rev) && limitOf(p, "beta") == uint32(10*rev)
-		})
+		}, fmt.Sprintf("revision %d", rev))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/pkg/clock"
 )
 
@@ -34,7 +35,7 @@ func TestOptional(t *testing.T) {
 		t.Fatalf("bad file: %v, %v", err, w.Current())
 	}
 	write(t, path, policyFile(1))
-	waitFor(t, "revision 1", func() bool { return w.Current() != nil && w.Current().Revision() == 1 })
+	poll.Eventually(t, waitLimit, func() bool { return w.Current() != nil && w.Current().Revision() == 1 }, "revision 1")
 	write(t, path, badFile)
 	if err := w.Reload(); err == nil || w.Current().Revision() != 1 {
 		t.Fatalf("a bad file replaced the last good one: %v", err)
@@ -42,9 +43,9 @@ func TestOptional(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "no policy after the removal", func() bool { return w.Current() == nil })
+	poll.Eventually(t, waitLimit, func() bool { return w.Current() == nil }, "no policy after the removal")
 	write(t, path, policyFile(1))
-	waitFor(t, "revision 1 back", func() bool { return w.Current() != nil })
+	poll.Eventually(t, waitLimit, func() bool { return w.Current() != nil }, "revision 1 back")
 	var got []string
 	for _, e := range rel.snapshot() {
 		if !strings.HasPrefix(e, "failure") {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
@@ -112,15 +113,8 @@ func startDebounce(t *testing.T, path string, poll, debounce time.Duration) *fix
 	return f
 }
 
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
+// waitLimit is how long a test waits for the watcher to act on a change.
+const waitLimit = 5 * time.Second
 
 // successes are the revisions loaded, in order; failures are left out
 // because an in-place write can be read torn (truncated, not yet written),
@@ -138,19 +132,19 @@ func (f *fixture) successes() string {
 // waitFailure waits for a refusal whose error contains want.
 func (f *fixture) waitFailure(t *testing.T, want string) {
 	t.Helper()
-	waitFor(t, "a failure with "+want, func() bool {
+	poll.Eventually(t, waitLimit, func() bool {
 		for _, e := range f.rel.snapshot() {
 			if strings.HasPrefix(e, "failure") && strings.Contains(e, want) {
 				return true
 			}
 		}
 		return false
-	})
+	}, "a failure with "+want)
 }
 
 func (f *fixture) waitRevision(t *testing.T, revision int64) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("revision %d", revision), func() bool { return f.w.Current().Revision() == revision })
+	poll.Eventually(t, waitLimit, func() bool { return f.w.Current().Revision() == revision }, fmt.Sprintf("revision %d", revision))
 }
 
 func write(t *testing.T, path string, data []byte) {
@@ -172,7 +166,7 @@ func TestInPlaceWrite(t *testing.T) {
 	f.waitRevision(t, 2)
 	// The hook runs just after the swap: wait for it, then check nothing
 	// else was loaded (the rewrite of the same content reloads nothing).
-	waitFor(t, "the hook of revision 2", func() bool { return strings.HasSuffix(f.successes(), "2") })
+	poll.Eventually(t, waitLimit, func() bool { return strings.HasSuffix(f.successes(), "2") }, "the hook of revision 2")
 	if got := f.successes(); got != "1,2" {
 		t.Fatalf("revisions loaded: %s", got)
 	}

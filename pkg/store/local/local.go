@@ -36,7 +36,7 @@ type Options struct {
 // Store decides requests against scaled copies of their rules.
 type Store struct {
 	mem        *memory.Store
-	num, den   int64
+	milli      int64 // the share in thousandths, in [1, 1000]
 	mu         sync.Mutex
 	byLineage  map[*bucket.Lineage]*scaled
 	itemsCache sync.Pool
@@ -58,9 +58,8 @@ func New(opts Options) (*Store, error) {
 	if !(opts.Share > 0 && opts.Share <= 1) {
 		return nil, fmt.Errorf("local: share %v: want a fraction in (0, 1]", opts.Share)
 	}
-	num := max(int64(opts.Share*1000+0.5), 1)
-	g := gcd(num, 1000)
-	s := &Store{mem: memory.New(opts.Memory), num: num / g, den: 1000 / g, byLineage: map[*bucket.Lineage]*scaled{}}
+	milli := max(int64(opts.Share*1000+0.5), 1)
+	s := &Store{mem: memory.New(opts.Memory), milli: milli, byLineage: map[*bucket.Lineage]*scaled{}}
 	s.itemsCache.New = func() any { return new([]store.Item) }
 	return s, nil
 }
@@ -143,10 +142,10 @@ func (s *Store) forgetRemoved() {
 
 // scale returns p with capacity and rate times the share, rounded down.
 func (s *Store) scale(p bucket.Params) bucket.Params {
-	capacity := max(p.Capacity()*s.num/s.den, 1) // capacity <= 10^15, num <= 1000: no overflow
+	capacity := max(p.Capacity()*s.milli/1000, 1) // capacity <= 10^15, milli <= 1000: no overflow
 	r := p.Rate()
-	tokens := new(big.Int).Mul(big.NewInt(r.Tokens()), big.NewInt(s.num))
-	per := new(big.Int).Mul(big.NewInt(int64(r.Per())), big.NewInt(s.den))
+	tokens := new(big.Int).Mul(big.NewInt(r.Tokens()), big.NewInt(s.milli))
+	per := new(big.Int).Mul(big.NewInt(int64(r.Per())), big.NewInt(1000))
 	g := new(big.Int).GCD(nil, nil, tokens, per)
 	tokens.Quo(tokens, g)
 	per.Quo(per, g)
@@ -178,11 +177,4 @@ func (s *Store) scale(p bucket.Params) bucket.Params {
 		return p // unreachable for valid p; keep the rule's own parameters
 	}
 	return out
-}
-
-func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }

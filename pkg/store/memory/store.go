@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -110,25 +109,13 @@ type work struct {
 
 // Decide implements store.Store.
 func (s *Store) Decide(_ context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
-	if err := validate(req, results); err != nil {
+	if err := store.Validate(req, results); err != nil {
 		return store.Outcome{}, err
 	}
 	if req.ID == "" {
 		return s.decide(req, results), nil
 	}
 	return s.replays.do(req, results, s.decide), nil
-}
-
-func validate(req *store.Request, results []store.Result) error {
-	if n := len(req.Items); n > store.MaxItems || len(results) < n {
-		return fmt.Errorf("%w: %d items (at most %d, %d results)", store.ErrInvalid, n, store.MaxItems, len(results))
-	}
-	for i := range req.Items {
-		if req.Items[i].Version == nil {
-			return fmt.Errorf("%w: item %d (%q) has no version", store.ErrInvalid, i, req.Items[i].Key)
-		}
-	}
-	return nil
 }
 
 func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome {

@@ -218,7 +218,7 @@ func (s *Store) Health(ctx context.Context) error {
 // slot (always, outside Cluster), a reserve and settle otherwise (see
 // doc.go).
 func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
-	if err := validate(req, results); err != nil {
+	if err := store.Validate(req, results); err != nil {
 		return store.Outcome{}, err
 	}
 	if len(req.Items) == 0 {
@@ -280,18 +280,6 @@ func requestTags(req *store.Request) [][16]byte {
 		tags[i] = tagBytes(req.Items[i].Key)
 	}
 	return tags
-}
-
-func validate(req *store.Request, results []store.Result) error {
-	if n := len(req.Items); n > store.MaxItems || len(results) < n {
-		return fmt.Errorf("%w: %d items (at most %d, %d results)", store.ErrInvalid, n, store.MaxItems, len(results))
-	}
-	for i := range req.Items {
-		if req.Items[i].Version == nil {
-			return fmt.Errorf("%w: item %d (%q) has no version", store.ErrInvalid, i, req.Items[i].Key)
-		}
-	}
-	return nil
 }
 
 func (s *Store) decide(ctx context.Context, req *store.Request, results []store.Result, raw [][16]byte) (store.Outcome, error) {

@@ -1,5 +1,8 @@
 package main
 
+// The compat environment: envoyproxy/ratelimit's variables read as it
+// reads them (compatenv.go).
+
 import (
 	"errors"
 	"maps"
@@ -8,20 +11,20 @@ import (
 	"time"
 )
 
-// mapRef maps env as refAssign does: flag -> value, and the environment
-// read.
-func mapRef(env ...string) (map[string]string, *refEnv) {
-	e := newRefEnv(env)
+// mapCompat maps env as compatAssign does: flag -> value, and the
+// environment read.
+func mapCompat(env ...string) (map[string]string, *compatEnv) {
+	e := newCompatEnv(env)
 	out := map[string]string{}
-	for _, a := range refAssign(e) {
+	for _, a := range compatAssign(e) {
 		out[a.flag] = a.value
 	}
 	return out, e
 }
 
-// refFlags is mapRef's flags and errors.
-func refFlags(env ...string) (map[string]string, string) {
-	out, e := mapRef(env...)
+// compatFlags is mapCompat's flags and errors.
+func compatFlags(env ...string) (map[string]string, string) {
+	out, e := mapCompat(env...)
 	var errs []string
 	for _, err := range e.errs {
 		errs = append(errs, err.Error())
@@ -32,7 +35,7 @@ func refFlags(env ...string) (map[string]string, string) {
 const subdir = "RUNTIME_SUBDIRECTORY=ratelimit"
 
 // Each variable's effect: the settings it lands in.
-func TestReferenceEnvMapping(t *testing.T) {
+func TestCompatEnvMapping(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -102,7 +105,7 @@ func TestReferenceEnvMapping(t *testing.T) {
 			map[string]string{"xds-server": "localhost:18000", "xds-node-id": "default", "xds-node-metadata": `{"team":"rl=x","zone":"a"}`, "xds-server-name": "cp.example"}, []string{"policy", "xds-cert-file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, errs := refFlags(tc.env...)
+			got, errs := compatFlags(tc.env...)
 			if errs != "" {
 				t.Fatalf("errors: %s", errs)
 			}
@@ -122,7 +125,7 @@ func TestReferenceEnvMapping(t *testing.T) {
 
 // Values that do not parse, or that ask for what tokengate does not do,
 // stop the start with a message naming the variable.
-func TestReferenceEnvRefused(t *testing.T) {
+func TestCompatEnvRefused(t *testing.T) {
 	for _, tc := range []struct {
 		env  []string
 		want string
@@ -141,7 +144,7 @@ func TestReferenceEnvRefused(t *testing.T) {
 		{[]string{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=replica"}, `REDIS_TYPE="replica"`},
 		{[]string{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS=true"}, "CONFIG_GRPC_XDS_SERVER_USE_TLS=true alone"},
 	} {
-		if _, errs := refFlags(tc.env...); !strings.Contains(errs, tc.want) {
+		if _, errs := compatFlags(tc.env...); !strings.Contains(errs, tc.want) {
 			t.Errorf("%q: errors %q, want %q", tc.env, errs, tc.want)
 		}
 	}
@@ -150,33 +153,33 @@ func TestReferenceEnvRefused(t *testing.T) {
 // Every unsupported variable, set to other than its default, stops the
 // start naming it; at its default it is accepted. So does a TOKENGATE_*
 // variable.
-func TestReferenceEnvUnsupported(t *testing.T) {
-	for _, rv := range refVars {
-		if rv.kind != refUnsupported {
+func TestCompatEnvUnsupported(t *testing.T) {
+	for _, rv := range compatVars {
+		if rv.kind != compatUnsupported {
 			continue
 		}
 		value := "x" + rv.def
 		if rv.def == "false" {
 			value = "true"
 		}
-		_, _, err := refSettings([]string{subdir, rv.name + "=" + value})
+		_, _, err := compatSettings([]string{subdir, rv.name + "=" + value})
 		if err == nil || !strings.Contains(err.Error(), rv.name+"=") || !strings.Contains(err.Error(), "not supported") {
 			t.Errorf("%s=%s: %v", rv.name, value, err)
 		}
 		if rv.def != "" {
-			if _, _, err := refSettings([]string{subdir, rv.name + "=" + rv.def}); err != nil {
+			if _, _, err := compatSettings([]string{subdir, rv.name + "=" + rv.def}); err != nil {
 				t.Errorf("%s at its default %q: %v", rv.name, rv.def, err)
 			}
 		}
 	}
-	if _, _, err := refSettings([]string{subdir, "TOKENGATE_STORE=memory"}); err == nil || !strings.Contains(err.Error(), "TOKENGATE_STORE is set") {
+	if _, _, err := compatSettings([]string{subdir, "TOKENGATE_STORE=memory"}); err == nil || !strings.Contains(err.Error(), "TOKENGATE_STORE is set") {
 		t.Errorf("TOKENGATE_STORE: %v", err)
 	}
 }
 
 // Inert variables are accepted and returned to be logged.
-func TestReferenceEnvInert(t *testing.T) {
-	_, notes, err := refSettings([]string{subdir, "PROMETHEUS_MAPPER_YAML=/etc/m.yaml", "NEAR_LIMIT_RATIO=0.9"})
+func TestCompatEnvInert(t *testing.T) {
+	_, notes, err := compatSettings([]string{subdir, "PROMETHEUS_MAPPER_YAML=/etc/m.yaml", "NEAR_LIMIT_RATIO=0.9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +192,10 @@ func TestReferenceEnvInert(t *testing.T) {
 	}
 }
 
-// refSettings lands the values in the settings serve uses, parsed and
+// compatSettings lands the values in the settings serve uses, parsed and
 // checked as serve's own.
-func TestReferenceEnvSettings(t *testing.T) {
-	s, _, err := refSettings([]string{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=10.0.0.1:6380", "REDIS_AUTH=u:p", "REDIS_POOL_SIZE=8",
+func TestCompatEnvSettings(t *testing.T) {
+	s, _, err := compatSettings([]string{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=10.0.0.1:6380", "REDIS_AUTH=u:p", "REDIS_POOL_SIZE=8",
 		"REDIS_TIMEOUT=3s", "SHADOW_MODE=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true", "USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:9191"})
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +213,7 @@ func TestReferenceEnvSettings(t *testing.T) {
 		t.Errorf("tokengate's defaults: %v %d", s.Redis.Timeout, s.MaxBuckets)
 	}
 	// Envoy Gateway's environment lands in the xDS and gRPC TLS settings.
-	s, _, err = refSettings([]string{"RUNTIME_ROOT=/data", subdir, "RUNTIME_IGNOREDOTFILES=true", "RUNTIME_WATCH_ROOT=false", "LOG_LEVEL=info", "USE_STATSD=false",
+	s, _, err = compatSettings([]string{"RUNTIME_ROOT=/data", subdir, "RUNTIME_IGNOREDOTFILES=true", "RUNTIME_WATCH_ROOT=false", "LOG_LEVEL=info", "USE_STATSD=false",
 		"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL=envoy-gateway:18001", "CONFIG_GRPC_XDS_NODE_ID=envoy-ratelimit",
 		"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=/certs/tls.crt", "GRPC_SERVER_TLS_KEY=/certs/tls.key", "GRPC_SERVER_TLS_CA_CERT=/certs/ca.crt",
 		"CONFIG_GRPC_XDS_SERVER_USE_TLS=true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT=/certs/tls.crt", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY=/certs/tls.key", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT=/certs/ca.crt",
@@ -225,14 +228,14 @@ func TestReferenceEnvSettings(t *testing.T) {
 	if g := s.GRPCTLS; g.CertFile != "/certs/tls.crt" || g.KeyFile != "/certs/tls.key" || g.ClientCAFile != "" || g.RequireClientCert {
 		t.Errorf("gRPC TLS: %+v", g)
 	}
-	if _, _, err := refSettings([]string{subdir, "REDIS_POOL_SIZE=ten"}); err == nil || !strings.Contains(err.Error(), `REDIS_POOL_SIZE: "ten" for --redis-pool-size: want a whole number`) {
+	if _, _, err := compatSettings([]string{subdir, "REDIS_POOL_SIZE=ten"}); err == nil || !strings.Contains(err.Error(), `REDIS_POOL_SIZE: "ten" for --redis-pool-size: want a whole number`) {
 		t.Errorf("REDIS_POOL_SIZE=ten: %v", err)
 	}
 }
 
-// Every flag the mapping gives is a setting of settingsTable, every mapped variable of refVars is read
+// Every flag the mapping gives is a setting of settingsTable, every mapped variable of compatVars is read
 // by the mapping, and every variable is listed once.
-func TestReferenceEnvFlagsExist(t *testing.T) {
+func TestCompatEnvFlagsExist(t *testing.T) {
 	var s settings
 	b := bindSettings(&s)
 	envs := [][]string{
@@ -245,7 +248,7 @@ func TestReferenceEnvFlagsExist(t *testing.T) {
 	}
 	read := map[string]bool{}
 	for _, env := range envs {
-		got, e := mapRef(env...)
+		got, e := mapCompat(env...)
 		if err := errors.Join(e.errs...); err != nil {
 			t.Fatal(err)
 		}
@@ -257,8 +260,8 @@ func TestReferenceEnvFlagsExist(t *testing.T) {
 		}
 	}
 	seen := map[string]bool{}
-	for _, rv := range refVars {
-		if rv.kind == refMapped && !read[rv.name] {
+	for _, rv := range compatVars {
+		if rv.kind == compatMapped && !read[rv.name] {
 			t.Errorf("%s is mapped, but the mapping never reads it", rv.name)
 		}
 		if seen[rv.name] {

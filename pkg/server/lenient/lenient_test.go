@@ -1,82 +1,22 @@
-package server
+package lenient
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/envoyproxy/go-control-plane/envoy/annotations"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tokengate/tokengate/internal/wiretest"
 )
 
 // wire is protobuf wire data built by hand (internal/wiretest).
 type wire = wiretest.Wire
-
-// fullRateLimitRequest sets every field of a RateLimitRequest.
-func fullRateLimitRequest() *rlsv3.RateLimitRequest {
-	return &rlsv3.RateLimitRequest{
-		Domain: "edge", HitsAddend: 3,
-		Descriptors: []*ratelimitv3.RateLimitDescriptor{
-			{
-				Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "alice"}, {Key: "path", Value: "/upload/x"}},
-				Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{
-					RequestsPerUnit: 10, Unit: typev3.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(2),
-				},
-				HitsAddend: wrapperspb.UInt64(7), IsNegativeHits: true,
-			},
-			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}}},
-		},
-	}
-}
-
-// fullCheckRequest is an ext_authz CheckRequest with the headers map,
-// raw headers, context extensions, metadata with nested structs and the
-// peers' addresses.
-func fullCheckRequest() *authv3.CheckRequest {
-	st, err := structpb.NewStruct(map[string]any{"a": map[string]any{"b": []any{1.5, "c", true, nil}}})
-	if err != nil {
-		panic(err)
-	}
-	peer := func(addr string, port uint32) *authv3.AttributeContext_Peer {
-		return &authv3.AttributeContext_Peer{
-			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-				Address: addr, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
-			}}},
-			Service: "svc", Labels: map[string]string{"app": "web"}, Principal: "spiffe://x",
-		}
-	}
-	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
-		Source: peer("10.0.0.1", 51000), Destination: peer("10.0.0.2", 443),
-		Request: &authv3.AttributeContext_Request{
-			Time: timestamppb.New(timestamppb.Now().AsTime()),
-			Http: &authv3.AttributeContext_HttpRequest{
-				Id: "1", Method: "POST", Path: "/upload", Host: "app.example.com", Scheme: "https", Protocol: "HTTP/2",
-				Headers:   map[string]string{"x-user-id": "alice", "x-upload-size": "4", "": ""},
-				HeaderMap: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: "x-user-id", RawValue: []byte{0xff, 0}}}},
-				Size:      -1, Body: "body", RawBody: []byte{0, 1, 2},
-			},
-		},
-		ContextExtensions: map[string]string{"domain": "edge"},
-		MetadataContext: &corev3.Metadata{
-			FilterMetadata:      map[string]*structpb.Struct{"envoy.filters.http.jwt_authn": st},
-			TypedFilterMetadata: map[string]*anypb.Any{"t": {TypeUrl: "type.googleapis.com/x", Value: []byte{1}}},
-		},
-		TlsSession: &authv3.AttributeContext_TLSSession{Sni: "app.example.com"},
-	}}
-}
 
 // fieldOptions is a proto2 message with closed enums, a repeated enum,
 // registered extensions (a bool and a string) and a field of a message
@@ -193,8 +133,8 @@ func TestLenientMatchesProto(t *testing.T) {
 		b    wire
 	}{
 		{"empty RateLimitRequest", rls, nil},
-		{"RateLimitRequest, every field", rls, marshal(fullRateLimitRequest())},
-		{"CheckRequest, headers map and nested attributes", check, marshal(fullCheckRequest())},
+		{"RateLimitRequest, every field", rls, marshal(wiretest.FullRateLimitRequest())},
+		{"CheckRequest, headers map and nested attributes", check, marshal(wiretest.FullCheckRequest())},
 		{"FieldOptions: proto2, extensions, closed enums", (&descriptorpb.FieldOptions{}).ProtoReflect().Type(), marshal(fieldOptions())},
 		{"every kind, packed and unpacked", allKinds(), marshal(fullAllKinds(t).Interface())},
 		{"domain twice: the last wins", rls, wire{}.Str(1, "a").Str(1, "edge")},
@@ -225,9 +165,9 @@ func TestLenientMatchesProto(t *testing.T) {
 			}
 			// Decode onto a message that holds something: it is reset first.
 			proto.Merge(got, want)
-			n, err := unmarshalLenient(tc.b, got)
+			n, err := Unmarshal(tc.b, got)
 			if err != nil || n != 0 {
-				t.Fatalf("unmarshalLenient: %d invalid strings, %v", n, err)
+				t.Fatalf("Unmarshal: %d invalid strings, %v", n, err)
 			}
 			if !proto.Equal(got, want) {
 				t.Fatalf("lenient:\n%v\nproto:\n%v", got, want)

@@ -1,9 +1,10 @@
 package service
 
-// Two answers of envoyproxy/ratelimit's that its users switch on for the
-// whole service (tokengate's --shadow-all and --limit-headers, the
-// reference's SHADOW_MODE and LIMIT_RESPONSE_HEADERS_ENABLED). Both act on
-// the response once the decision is made, so the decision path is the same
+// "compat" means envoyproxy/ratelimit's contract. Two answers of
+// envoyproxy/ratelimit's that its users switch on for the whole service
+// (tokengate's --shadow-all and --limit-headers, the reference's
+// SHADOW_MODE and LIMIT_RESPONSE_HEADERS_ENABLED). Both act on the
+// response once the decision is made, so the decision path is the same
 // with them or without.
 
 import (
@@ -41,7 +42,7 @@ func addLimitHeaders(resp *rlsv3.RateLimitResponse, h *LimitHeaders) {
 	if near == nil {
 		return
 	}
-	reset := ceilSeconds(near.DurationUntilReset.AsDuration().Nanoseconds())
+	reset := CeilSeconds(near.DurationUntilReset.AsDuration())
 	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd,
 		&corev3.HeaderValue{Key: h.Limit, Value: strconv.FormatUint(uint64(near.CurrentLimit.RequestsPerUnit), 10)},
 		&corev3.HeaderValue{Key: h.Remaining, Value: strconv.FormatUint(uint64(near.LimitRemaining), 10)},

@@ -1,6 +1,7 @@
 package policy
 
-// From the reference's tree to rules. The reference walks a descriptor
+// "compat" means envoyproxy/ratelimit's configuration format
+// (compatparse.go). From the reference's tree to rules. The reference walks a descriptor
 // down its tree one entry at a time and never backs up: at each level it
 // takes the child whose key and value are the entry's, else the first
 // wildcard child (in file order) that accepts the value, else the child
@@ -11,7 +12,7 @@ package policy
 // followed by a not_limited rule for the child ("stop here") whenever a
 // less preferred sibling could also accept the value: what the walk would
 // not reach, no later rule matches either. A stop rule that an earlier
-// rule always shadows is left out.
+// rule makes unreachable is left out.
 
 import (
 	"errors"
@@ -22,8 +23,8 @@ import (
 	"github.com/tokengate/tokengate/pkg/bucket"
 )
 
-// refRules turns a reference file's tree into the rules of its domain.
-func (r *reader) refRules(f *refFile) *domain {
+// compatRules turns a reference file's tree into the rules of its domain.
+func (r *reader) compatRules(f *compatFile) *domain {
 	d := newDomain(nil)
 	ix := levelIndex{}
 	for _, keys := range keySequences(f.nodes) {
@@ -32,7 +33,7 @@ func (r *reader) refRules(f *refFile) *domain {
 			if rule == nil {
 				continue
 			}
-			prev := d.shadowing(rule)
+			prev := d.unreachableBy(rule)
 			if prev != nil && rule.NotLimited {
 				continue // a stop no descriptor reaches
 			}
@@ -57,18 +58,18 @@ func (r *reader) refRules(f *refFile) *domain {
 // flatPath is a rule to make: the nodes walked, and for a stop rule the
 // keys after the last node.
 type flatPath struct {
-	nodes []*refNode
+	nodes []*compatNode
 	rest  []string // stop rules only: keys that take any value
 	stop  bool
 }
 
 // keySequences lists the key sequences of the nodes with a rate_limit, in
 // file order, each once.
-func keySequences(nodes []*refNode) [][]string {
+func keySequences(nodes []*compatNode) [][]string {
 	var out [][]string
 	seen := make(map[string]bool)
-	var walk func(prefix []string, nodes []*refNode)
-	walk = func(prefix []string, nodes []*refNode) {
+	var walk func(prefix []string, nodes []*compatNode)
+	walk = func(prefix []string, nodes []*compatNode) {
 		for _, n := range nodes {
 			keys := append(slices.Clip(prefix), n.key)
 			if id := strings.Join(keys, "\x00"); n.limit != nil && !seen[id] {
@@ -85,10 +86,10 @@ func keySequences(nodes []*refNode) [][]string {
 // siblings indexes a level's nodes by key, each in the walk's order of
 // preference, so that a key sequence visits only its own nodes: a file of
 // n top-level keys costs n lookups, not n².
-type siblings map[string][]*refNode
+type siblings map[string][]*compatNode
 
 // of returns the preference lists of a level, made once.
-func (ix levelIndex) of(nodes []*refNode) siblings {
+func (ix levelIndex) of(nodes []*compatNode) siblings {
 	if len(nodes) == 0 {
 		return nil
 	}
@@ -111,14 +112,14 @@ func (ix levelIndex) of(nodes []*refNode) siblings {
 // reference finds a wildcard node by its literal text first, with the
 // exact values ("x*" is the map key of wildcard x*): where an earlier
 // wildcard would take that text, the node comes first as an exact alias.
-func preference(nodes []*refNode) []*refNode {
-	var exact, wild, any []*refNode
+func preference(nodes []*compatNode) []*compatNode {
+	var exact, wild, any []*compatNode
 	for _, n := range nodes {
 		switch {
 		case n.value == "":
 			any = append(any, n)
 		case strings.Contains(n.value, "*"):
-			if slices.ContainsFunc(wild, func(w *refNode) bool { return w.pattern.Matches(n.value) }) {
+			if slices.ContainsFunc(wild, func(w *compatNode) bool { return w.pattern.Matches(n.value) }) {
 				alias := *n
 				alias.pattern = Pattern{Key: n.key, Value: n.value, Kind: MatchExact}
 				alias.composite += "(literal)"
@@ -133,11 +134,11 @@ func preference(nodes []*refNode) []*refNode {
 }
 
 // levelIndex holds the siblings of each level, by its first node.
-type levelIndex map[**refNode]siblings
+type levelIndex map[**compatNode]siblings
 
 // emit returns the rules, in order, for descriptors with keys that reach
 // nodes at level i after walking prefix.
-func emit(ix levelIndex, keys []string, i int, nodes []*refNode, prefix []*refNode) []flatPath {
+func emit(ix levelIndex, keys []string, i int, nodes []*compatNode, prefix []*compatNode) []flatPath {
 	last := i == len(keys)-1
 	cs := ix.of(nodes)[keys[i]]
 	lists := make([][]flatPath, len(cs))
@@ -168,7 +169,7 @@ func emit(ix levelIndex, keys []string, i int, nodes []*refNode, prefix []*refNo
 
 // overlaps reports whether a less preferred sibling b may accept a value
 // that a accepts.
-func overlaps(a, b *refNode) bool {
+func overlaps(a, b *compatNode) bool {
 	switch {
 	case b.value == "":
 		return true

@@ -1,5 +1,8 @@
 package policy
 
+// The compat format: envoyproxy/ratelimit's configuration files, read by
+// compatparse.go and compatflat.go.
+
 import (
 	"fmt"
 	"os"
@@ -11,7 +14,7 @@ import (
 
 // The reference's own example, integration-test and unit-test files
 // (testdata/envoyproxy, unchanged) compile.
-func TestReferenceFilesCompile(t *testing.T) {
+func TestCompatFilesCompile(t *testing.T) {
 	good, _ := filepath.Glob("testdata/envoyproxy/[eir]*/*.yaml")
 	for _, name := range []string{"basic_config", "duplicate_domain", "merge_domain_key1", "merge_domain_key2", "metadata", "shadowmode_config", "share_threshold", "wildcard"} {
 		good = append(good, "testdata/envoyproxy/unit/"+name+".yaml")
@@ -43,7 +46,7 @@ func mustReadPolicy(t testing.TB, path string) *Policy {
 }
 
 // The reference's bad files are refused, each with file:line.
-func TestReferenceBadFiles(t *testing.T) {
+func TestCompatBadFiles(t *testing.T) {
 	for file, want := range map[string]string{
 		"bad_limit_unit":      `bad_limit_unit.yaml:6: domain "test-domain": rate_limit: key1_value1: invalid rate limit unit: unit "foo"`,
 		"bad_yaml":            `bad_yaml.yaml:2: yaml: found unexpected end of stream`,
@@ -72,7 +75,7 @@ func TestReferenceBadFiles(t *testing.T) {
 	}
 }
 
-func TestReferenceMoreErrors(t *testing.T) {
+func TestCompatMoreErrors(t *testing.T) {
 	for name, tc := range map[string]struct{ file, want string }{
 		"share without wildcard": {"domain: d\ndescriptors:\n  - key: a\n    value: x\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
 			`r.yaml:5: domain "d": share_threshold: can only be used with wildcard values (containing '*'), but found key "a_x"`},
@@ -92,7 +95,7 @@ func TestReferenceMoreErrors(t *testing.T) {
 }
 
 // A misplaced key the reference knows is ignored, as there, with a warning.
-func TestReferenceMisplacedKeyWarns(t *testing.T) {
+func TestCompatMisplacedKeyWarns(t *testing.T) {
 	p, err := Parse("r.yaml", []byte("domain: d\nunit: second\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, shadow_mode: true}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +110,7 @@ func TestReferenceMisplacedKeyWarns(t *testing.T) {
 }
 
 // A directory is one domain a file; a domain in two files names both.
-func TestReferenceDirectory(t *testing.T) {
+func TestCompatDirectory(t *testing.T) {
 	p := mustReadPolicy(t, "testdata/envoyproxy/integration")
 	if got := strings.Join(p.Domains(), " "); got != "another basic share-threshold-test" {
 		t.Fatalf("domains %s", got)
@@ -156,7 +159,7 @@ func describeMatch(p *Policy, domain string, kv ...string) string {
 
 // The compiled rules match as the reference's GetLimit does (its unit
 // tests' expectations, and the walk's corners).
-func TestReferenceMatch(t *testing.T) {
+func TestCompatMatch(t *testing.T) {
 	basic := mustReadPolicy(t, "testdata/envoyproxy/unit/basic_config.yaml")
 	wild := mustReadPolicy(t, "testdata/envoyproxy/unit/wildcard.yaml")
 	example := mustReadPolicy(t, "testdata/envoyproxy/examples/example.yaml")
@@ -261,7 +264,7 @@ func TestGlobMatch(t *testing.T) {
 // A large reference file compiles in about the time of a native one: a
 // key sequence visits only its own nodes (TestScale has the native
 // figures).
-func TestReferenceScale(t *testing.T) {
+func TestCompatScale(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("domain: big\ndescriptors:\n")
 	for i := range 20000 {
@@ -290,8 +293,8 @@ func TestReferenceScale(t *testing.T) {
 // request_id_key, with reference files; a second native file is an error.
 func TestMixedDirectory(t *testing.T) {
 	native := File{Name: "d/native.yaml", Data: []byte("revision: 7\nrequest_id_key: rid\ndomains:\n  edge:\n    - {name: u, match: [{key: user}], capacity: 2, refill: 1/s}\n")}
-	ref := File{Name: "d/ref.yaml", Data: []byte("domain: rl\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 3}\n")}
-	p, err := ParseFiles("d", []File{native, ref})
+	compat := File{Name: "d/compat.yaml", Data: []byte("domain: rl\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 3}\n")}
+	p, err := ParseFiles("d", []File{native, compat})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,11 +305,11 @@ func TestMixedDirectory(t *testing.T) {
 		t.Fatalf("edge rule %+v", r)
 	}
 	again := File{Name: "d/other.yaml", Data: native.Data}
-	_, err = ParseFiles("d", []File{native, ref, again})
+	_, err = ParseFiles("d", []File{native, compat, again})
 	if err == nil || !strings.HasPrefix(err.Error(), "d/other.yaml:1: a second native policy file (the first is d/native.yaml)") {
 		t.Fatalf("error %v", err)
 	}
-	if a, b := FilesSHA256("d", []File{native, ref}), FilesSHA256("d", []File{native, {Name: ref.Name, Data: append(ref.Data, '#')}}); a == b {
+	if a, b := FilesSHA256("d", []File{native, compat}), FilesSHA256("d", []File{native, {Name: compat.Name, Data: append(compat.Data, '#')}}); a == b {
 		t.Fatal("the set's sum ignores a file's content")
 	}
 }

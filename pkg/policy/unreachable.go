@@ -2,7 +2,7 @@ package policy
 
 import "slices"
 
-// Shadowed rules. Rule b can never match when an earlier rule a of its
+// Unreachable rules. Rule b can never match when an earlier rule a of its
 // domain matches every descriptor b matches: a has b's keys and, at each
 // position, a's pattern covers b's (any value covers everything, a prefix
 // covers the exact values and longer prefixes that start with it, an exact
@@ -17,10 +17,11 @@ import "slices"
 // collision costs a comparison and never a wrong warning. The cost per rule
 // is a few hashes per shape of its group, as for a request.
 
-// shadowing returns the earliest rule of d that matches every descriptor b
-// matches, nil when there is none. Call it before adding b: then every
-// rule it can return comes before b in the file.
-func (d *domain) shadowing(b *Rule) *Rule {
+// unreachableBy returns the earliest rule of d that matches every
+// descriptor b matches, which makes b unreachable; nil when there is none.
+// Call it before adding b: then every rule it can return comes before b in
+// the file.
+func (d *domain) unreachableBy(b *Rule) *Rule {
 	g := d.findGroup(b.Match)
 	if g == nil {
 		return nil
@@ -40,7 +41,7 @@ func (d *domain) shadowing(b *Rule) *Rule {
 			if i >= first {
 				break
 			}
-			if shadows(g.rules[i], b) {
+			if coversRule(g.rules[i], b) {
 				first = i
 				break
 			}
@@ -85,9 +86,9 @@ func (s *shapeIndex) canCover(match []Pattern) bool {
 	return true
 }
 
-// shadows reports whether rule a, placed before b, matches every
+// coversRule reports whether rule a, placed before b, matches every
 // descriptor b matches.
-func shadows(a, b *Rule) bool {
+func coversRule(a, b *Rule) bool {
 	if len(a.Match) != len(b.Match) {
 		return false
 	}

@@ -1,6 +1,7 @@
 // Package tgproc runs the built tokengate binary for black-box tests: a
 // real process on free loopback ports, a real gRPC client, real files. The
-// test packages under test/ share it.
+// packages under test/ share it, and so do the tests of cmd/tokengate,
+// pkg/server and tools/ that run the binary.
 package tgproc
 
 import (
@@ -25,6 +26,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
+
+// Timeout is how long a test waits for a running tokengate to act on
+// something (a reload, a signal, a health change, a metric), as in
+// poll.Eventually(t, tgproc.Timeout, cond, msg).
+const Timeout = 15 * time.Second
 
 // Main is a test package's TestMain: it builds tokengate (with the race
 // detector when race is set) into a temporary directory, stores its path in
@@ -248,11 +254,11 @@ func (p *Proc) WantMetrics(t *testing.T, want map[string]string) {
 	}
 }
 
-// WaitHealth waits up to 15s, on a grpc.health.v1 Watch stream, until the
-// health of service on conn is want.
+// WaitHealth waits up to Timeout, on a grpc.health.v1 Watch stream, until
+// the health of service on conn is want.
 func WaitHealth(t *testing.T, conn *grpc.ClientConn, service string, want healthpb.HealthCheckResponse_ServingStatus) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
 	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: service})
 	if err != nil {
@@ -298,18 +304,6 @@ func Header(r *rlsv3.RateLimitResponse, key string) string {
 		}
 	}
 	return ""
-}
-
-// Eventually polls cond every 20ms for up to 15s.
-func Eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // WritePolicy replaces path's content atomically (write, then rename), as

@@ -1,20 +1,23 @@
 package main
 
+// "compat" in this file's names means envoyproxy/ratelimit's contract (the
+// "reference" of the comments), here its process contract.
+//
 // Invoked by the name ratelimit (the image's /bin/ratelimit, a link to
 // tokengate) and with no arguments, tokengate takes envoyproxy/ratelimit's
 // process contract: it is configured only by that service's environment
 // variables, with that service's defaults, and serves its ports and
-// endpoints. refSettings turns the variables into the settings serve uses
+// endpoints. compatSettings turns the variables into the settings serve uses
 // (the same struct, the same checks, the same server): there is no second
 // start-up path, only a second way to fill settings.
 //
-// Every variable the reference reads is in refVars, with what becomes of
-// it: mapped onto tokengate's settings (refAssign), inert (accepted: it
+// Every variable the reference reads is in compatVars, with what becomes of
+// it: mapped onto tokengate's settings (compatAssign), inert (accepted: it
 // asks for nothing tokengate does differently, or for tuning tokengate
 // does its own way; logged at start when set), or unsupported (a value
 // other than the reference's default stops the start, naming the
 // variable). docs/reference-format.md's table of them is written from
-// refVars.
+// compatVars.
 
 import (
 	"encoding/json"
@@ -29,40 +32,40 @@ import (
 	"strings"
 )
 
-// refKind is what becomes of a reference variable.
-type refKind uint8
+// compatKind is what becomes of a reference variable.
+type compatKind uint8
 
 const (
-	refMapped      refKind = iota // onto a setting, by refAssign
-	refInert                      // accepted; no effect (doc says why)
-	refUnsupported                // refused unless unset or at its default
+	compatMapped      compatKind = iota // onto a setting, by compatAssign
+	compatInert                         // accepted; no effect (doc says why)
+	compatUnsupported                   // refused unless unset or at its default
 )
 
-// refVar is one environment variable of envoyproxy/ratelimit (its
+// compatVar is one environment variable of envoyproxy/ratelimit (its
 // src/settings/settings.go).
-type refVar struct {
+type compatVar struct {
 	name string
 	def  string // the reference's default
-	kind refKind
+	kind compatKind
 	doc  string // the settings it lands in, or why it has no effect or is refused
 }
 
-// assignment is one setting refAssign gives: the flag name and its value,
+// assignment is one setting compatAssign gives: the flag name and its value,
 // parsed by the flag's own parser, and the variables it comes from.
 type assignment struct {
 	flag, value, from string
 }
 
-// refEnv is the environment as the reference reads it: a variable that is
+// compatEnv is the environment as the reference reads it: a variable that is
 // empty is unset, and an unset one has its default.
-type refEnv struct {
+type compatEnv struct {
 	vars map[string]string // the set ones, by name
 	read map[string]bool   // the ones asked for (a test checks every mapped one is)
 	errs []error
 }
 
-func newRefEnv(environ []string) *refEnv {
-	e := &refEnv{vars: map[string]string{}, read: map[string]bool{}}
+func newCompatEnv(environ []string) *compatEnv {
+	e := &compatEnv{vars: map[string]string{}, read: map[string]bool{}}
 	for _, kv := range environ {
 		if k, v, _ := strings.Cut(kv, "="); v != "" {
 			e.vars[k] = v
@@ -71,24 +74,24 @@ func newRefEnv(environ []string) *refEnv {
 	return e
 }
 
-func (e *refEnv) isSet(name string) bool {
+func (e *compatEnv) isSet(name string) bool {
 	e.read[name] = true
 	_, ok := e.vars[name]
 	return ok
 }
 
 // get is name's value, else its default.
-func (e *refEnv) get(name string) string {
+func (e *compatEnv) get(name string) string {
 	e.read[name] = true
 	if v, ok := e.vars[name]; ok {
 		return v
 	}
-	return refVarNamed(name).def
+	return compatVarNamed(name).def
 }
 
 // bool is name's value as the reference parses it (strconv.ParseBool); a
 // value that does not parse is an error naming it.
-func (e *refEnv) bool(name string) bool {
+func (e *compatEnv) bool(name string) bool {
 	v := e.get(name)
 	b, err := strconv.ParseBool(v)
 	if err != nil {
@@ -98,7 +101,7 @@ func (e *refEnv) bool(name string) bool {
 }
 
 // port is name's value, a TCP port.
-func (e *refEnv) port(name string) string {
+func (e *compatEnv) port(name string) string {
 	v := e.get(name)
 	if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 65535 {
 		e.errs = append(e.errs, fmt.Errorf("%s=%q: want a port number", name, v))
@@ -106,29 +109,29 @@ func (e *refEnv) port(name string) string {
 	return v
 }
 
-func (e *refEnv) fail(format string, args ...any) {
+func (e *compatEnv) fail(format string, args ...any) {
 	e.errs = append(e.errs, fmt.Errorf(format, args...))
 }
 
-func refVarNamed(name string) refVar {
-	for _, v := range refVars {
+func compatVarNamed(name string) compatVar {
+	for _, v := range compatVars {
 		if v.name == name {
 			return v
 		}
 	}
-	panic("refenv: no variable " + name)
+	panic("compatenv: no variable " + name)
 }
 
-// refAssign maps the reference's variables of e onto tokengate's settings.
+// compatAssign maps the reference's variables of e onto tokengate's settings.
 // Its errors name the variable and value.
-func refAssign(e *refEnv) []assignment {
+func compatAssign(e *compatEnv) []assignment {
 	var as []assignment
 	set := func(flag, value, from string) { as = append(as, assignment{flag, value, from}) }
 
 	set("http-addr", net.JoinHostPort(e.get("HOST"), e.port("PORT")), "HOST, PORT")
 	set("grpc-addr", net.JoinHostPort(e.get("GRPC_HOST"), e.port("GRPC_PORT")), "GRPC_HOST, GRPC_PORT")
 	set("debug-addr", net.JoinHostPort(e.get("DEBUG_HOST"), e.port("DEBUG_PORT")), "DEBUG_HOST, DEBUG_PORT")
-	set("log-level", refLogLevel(e), "LOG_LEVEL")
+	set("log-level", compatLogLevel(e), "LOG_LEVEL")
 	set("log-format", map[bool]string{true: "json", false: "text"}[strings.EqualFold(e.get("LOG_FORMAT"), "json")], "LOG_FORMAT")
 
 	switch ct := e.get("CONFIG_TYPE"); ct {
@@ -140,7 +143,7 @@ func refAssign(e *refEnv) []assignment {
 		set("policy", filepath.Join(e.get("RUNTIME_ROOT"), e.get("RUNTIME_SUBDIRECTORY"), e.get("RUNTIME_APPDIRECTORY")),
 			"RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY")
 	case "GRPC_XDS_SOTW":
-		as = append(as, refXDS(e)...)
+		as = append(as, compatXDS(e)...)
 	default:
 		e.fail("CONFIG_TYPE=%q: want FILE or GRPC_XDS_SOTW", ct)
 	}
@@ -149,7 +152,7 @@ func refAssign(e *refEnv) []assignment {
 		e.fail("BACKEND_TYPE=%q: tokengate's stores are memory and redis; a memcache backend is not supported", bt)
 	}
 	set("store", "redis", "BACKEND_TYPE")
-	as = append(as, refRedis(e)...)
+	as = append(as, compatRedis(e)...)
 
 	if e.bool("USE_PROMETHEUS") {
 		set("metrics-addr", e.get("PROMETHEUS_ADDR"), "USE_PROMETHEUS, PROMETHEUS_ADDR")
@@ -179,8 +182,8 @@ func refAssign(e *refEnv) []assignment {
 	return as
 }
 
-// refLogLevel maps logrus's levels onto slog's.
-func refLogLevel(e *refEnv) string {
+// compatLogLevel maps logrus's levels onto slog's.
+func compatLogLevel(e *compatEnv) string {
 	switch v := strings.ToLower(e.get("LOG_LEVEL")); v {
 	case "trace", "debug":
 		return "debug"
@@ -195,8 +198,8 @@ func refLogLevel(e *refEnv) string {
 	return "info"
 }
 
-// refXDS maps CONFIG_TYPE=GRPC_XDS_SOTW's variables onto --xds-*.
-func refXDS(e *refEnv) []assignment {
+// compatXDS maps CONFIG_TYPE=GRPC_XDS_SOTW's variables onto --xds-*.
+func compatXDS(e *compatEnv) []assignment {
 	as := []assignment{
 		{"xds-server", e.get("CONFIG_GRPC_XDS_SERVER_URL"), "CONFIG_TYPE, CONFIG_GRPC_XDS_SERVER_URL"},
 		{"xds-node-id", e.get("CONFIG_GRPC_XDS_NODE_ID"), "CONFIG_GRPC_XDS_NODE_ID"},
@@ -234,11 +237,11 @@ func refXDS(e *refEnv) []assignment {
 	return as
 }
 
-// refRedis maps the REDIS_* variables onto --redis-*. REDIS_URL is a
+// compatRedis maps the REDIS_* variables onto --redis-*. REDIS_URL is a
 // socket path (REDIS_SOCKET_TYPE unix), host:port or a redis:// URL
 // (SINGLE), MASTER,SENTINEL,... (SENTINEL) or seed nodes, comma-separated
 // (CLUSTER). REDIS_AUTH is PASSWORD or USER:PASSWORD.
-func refRedis(e *refEnv) []assignment {
+func compatRedis(e *compatEnv) []assignment {
 	var as []assignment
 	set := func(flag, value, from string) { as = append(as, assignment{flag, value, from}) }
 	url, typ := e.get("REDIS_URL"), strings.ToLower(e.get("REDIS_TYPE"))
@@ -302,36 +305,36 @@ func refRedis(e *refEnv) []assignment {
 	return as
 }
 
-// refNote is what start-up logs about a variable: an inert one that is
+// compatNote is what start-up logs about a variable: an inert one that is
 // set.
-type refNote struct{ name, value, doc string }
+type compatNote struct{ name, value, doc string }
 
-// refSettings fills settings from environ as envoyproxy/ratelimit reads
+// compatSettings fills settings from environ as envoyproxy/ratelimit reads
 // it, and checks them as serve does. It returns the notes to log (inert
 // variables that are set), or every problem at once: an unsupported
 // variable set to other than its default, a TOKENGATE_* variable (here
 // only the reference's are read), a value that does not parse.
-func refSettings(environ []string) (settings, []refNote, error) {
-	e := newRefEnv(environ)
-	var notes []refNote
+func compatSettings(environ []string) (settings, []compatNote, error) {
+	e := newCompatEnv(environ)
+	var notes []compatNote
 	for _, name := range slices.Sorted(maps.Keys(e.vars)) {
 		if strings.HasPrefix(name, "TOKENGATE_") {
 			e.fail("%s is set: invoked as ratelimit, tokengate reads only envoyproxy/ratelimit's variables (run it as tokengate to use its own)", name)
 		}
 	}
-	for _, rv := range refVars {
+	for _, rv := range compatVars {
 		v, ok := e.vars[rv.name]
 		switch {
 		case !ok:
-		case rv.kind == refUnsupported && v != rv.def:
+		case rv.kind == compatUnsupported && v != rv.def:
 			e.fail("%s=%q: not supported by tokengate: %s", rv.name, v, rv.doc)
-		case rv.kind == refInert:
-			notes = append(notes, refNote{rv.name, v, rv.doc})
+		case rv.kind == compatInert:
+			notes = append(notes, compatNote{rv.name, v, rv.doc})
 		}
 	}
 	var s settings
 	b := bindSettings(&s)
-	for _, a := range refAssign(e) {
+	for _, a := range compatAssign(e) {
 		_, f, ok := b.lookup(a.flag)
 		if !ok {
 			e.fail("%s: this build of tokengate has no --%s", a.from, a.flag)
@@ -356,7 +359,7 @@ func runAsReference(args, environ []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ratelimit: takes no arguments (it reads envoyproxy/ratelimit's environment variables), got %q; run tokengate help for tokengate's commands\n", args)
 		return 1
 	}
-	s, notes, err := refSettings(environ)
+	s, notes, err := compatSettings(environ)
 	if err == nil {
 		err = serveSettings(s, stderr, notes)
 	}

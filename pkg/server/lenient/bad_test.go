@@ -1,4 +1,4 @@
-package server
+package lenient
 
 import (
 	"strings"
@@ -64,9 +64,9 @@ func TestLenientInvalidUTF8(t *testing.T) {
 				t.Fatal("proto.Unmarshal accepts it: the test shows nothing")
 			}
 			m := proto.Clone(tc.msg)
-			n, err := unmarshalLenient(tc.b, m)
+			n, err := Unmarshal(tc.b, m)
 			if err != nil || n != tc.n {
-				t.Fatalf("unmarshalLenient: %d invalid strings (want %d), %v", n, tc.n, err)
+				t.Fatalf("Unmarshal: %d invalid strings (want %d), %v", n, tc.n, err)
 			}
 			if got := tc.get(m); got != tc.want {
 				t.Fatalf("got %q, want %q", got, tc.want)
@@ -124,8 +124,8 @@ func TestLenientMalformed(t *testing.T) {
 			if err := proto.Unmarshal(tc.b, tc.typ.New().Interface()); err == nil {
 				t.Fatal("proto.Unmarshal accepts it: the test shows nothing")
 			}
-			if n, err := unmarshalLenient(tc.b, tc.typ.New().Interface()); err == nil {
-				t.Fatalf("unmarshalLenient accepts it (%d invalid strings)", n)
+			if n, err := Unmarshal(tc.b, tc.typ.New().Interface()); err == nil {
+				t.Fatalf("Unmarshal accepts it (%d invalid strings)", n)
 			}
 		})
 	}
@@ -136,7 +136,7 @@ func TestLenientMalformed(t *testing.T) {
 // accepts it or refuses it for UTF-8 alone; the valid prefixes decode the
 // same.
 func TestLenientPrefixes(t *testing.T) {
-	full, err := proto.Marshal(fullCheckRequest())
+	full, err := proto.Marshal(wiretest.FullCheckRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestLenientPrefixes(t *testing.T) {
 			for i := range len(tc.b) + 1 {
 				want, got := tc.typ.New().Interface(), tc.typ.New().Interface()
 				perr := proto.Unmarshal(tc.b[:i], want)
-				_, lerr := unmarshalLenient(tc.b[:i], got)
+				_, lerr := Unmarshal(tc.b[:i], got)
 				switch {
 				case perr == nil && (lerr != nil || !proto.Equal(want, got)):
 					t.Fatalf("prefix %d: proto accepts, lenient: %v\n%v\n%v", i, lerr, got, want)

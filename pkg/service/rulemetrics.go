@@ -80,7 +80,7 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 
 // count records the verdicts of a request of domain in the metrics; a
 // rule that asks is counted by descriptor too.
-func (sc *scratch) count(t *ruleTable, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, vs []Verdict, m *metrics.Metrics) {
+func (rs *reqState) count(t *ruleTable, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, vs []Verdict, m *metrics.Metrics) {
 	for i := range vs {
 		v := &vs[i]
 		switch v.Result {
@@ -99,7 +99,7 @@ func (sc *scratch) count(t *ruleTable, domain string, descriptors []*ratelimitv3
 		}
 		info.result[v.Result].Inc()
 		if info.byDescriptor && !v.Rule.Unlimited {
-			m.CountDescriptor(domain, v.Rule.Name, v.Rule.MetricLabel(sc.entriesOf(descriptors[i])), v.Result.String())
+			m.CountDescriptor(domain, v.Rule.Name, v.Rule.MetricLabel(rs.entriesOf(descriptors[i])), v.Result.String())
 		}
 	}
 }

@@ -1,18 +1,22 @@
 package blackbox
 
+// "compat" means envoyproxy/ratelimit's format: the binary serving its
+// configuration files.
+
 import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tokengate/tokengate/test/tgproc"
+	"github.com/tokengate/tokengate/internal/poll"
+	"github.com/tokengate/tokengate/internal/tgproc"
 )
 
 // The binary serves a directory of envoyproxy/ratelimit files (the
 // reference's integration-test configuration, unchanged) and reloads it
 // when a file of it changes.
-func TestServeReferenceDirectory(t *testing.T) {
+func TestServeCompatDirectory(t *testing.T) {
 	dir := t.TempDir()
-	copyFiles(t, refConfig+"integration", dir)
+	copyFiles(t, compatConfig+"integration", dir)
 	p := start(t, "--policy", dir)
 	r := p.Ask(t, "basic", 1, tgproc.Descriptor("key1", "foo"))
 	if st := r.Statuses[0]; r.OverallCode != ok || st.LimitRemaining != 49 || st.CurrentLimit.GetRequestsPerUnit() != 50 || st.CurrentLimit.GetUnit().String() != "SECOND" {
@@ -29,7 +33,7 @@ func TestServeReferenceDirectory(t *testing.T) {
 		}
 	}
 	tgproc.WritePolicy(t, filepath.Join(dir, "reload.yaml"), "domain: reload\ndescriptors:\n  - key: block\n    rate_limit: {unit: second, requests_per_unit: 0}\n")
-	tgproc.Eventually(t, "the new file served", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")).OverallCode == over
-	})
+	}, "the new file served")
 }

@@ -1,5 +1,11 @@
 package service
 
+// "compat" means envoyproxy/ratelimit's format and answers (the
+// "reference" of the comments). The reference's integration tests,
+// replayed on the real decision path (memory store, fake clock) with its
+// own configuration files: for a fresh burst a token bucket and a fixed
+// window give the same codes, current_limit and limit_remaining.
+
 import (
 	"context"
 	"fmt"
@@ -20,26 +26,21 @@ import (
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
-// The reference's integration tests, replayed on the real decision path
-// (memory store, fake clock) with its own configuration files: for a fresh
-// burst a token bucket and a fixed window give the same codes,
-// current_limit and limit_remaining.
+const compatData = "../policy/testdata/envoyproxy/"
 
-const refData = "../policy/testdata/envoyproxy/"
-
-type refFixture struct {
+type compatFixture struct {
 	t   *testing.T
 	svc *Service
 	clk *clock.Fake
 	reg *prometheus.Registry
 }
 
-func newRefFixture(t *testing.T, pol *policy.Policy) *refFixture {
-	return newRefFixtureWith(t, pol, Options{})
+func newCompatFixture(t *testing.T, pol *policy.Policy) *compatFixture {
+	return newCompatFixtureWith(t, pol, Options{})
 }
 
-// newRefFixtureWith is newRefFixture with the other fields of opts set.
-func newRefFixtureWith(t *testing.T, pol *policy.Policy, opts Options) *refFixture {
+// newCompatFixtureWith is newCompatFixture with the other fields of opts set.
+func newCompatFixtureWith(t *testing.T, pol *policy.Policy, opts Options) *compatFixture {
 	pol.Activate()
 	clk := new(clock.Fake)
 	clk.Set(int64(time.Hour))
@@ -49,10 +50,10 @@ func newRefFixtureWith(t *testing.T, pol *policy.Policy, opts Options) *refFixtu
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &refFixture{t, svc, clk, reg}
+	return &compatFixture{t, svc, clk, reg}
 }
 
-func readRef(t testing.TB, path string) *policy.Policy {
+func readCompat(t testing.TB, path string) *policy.Policy {
 	files, err := policy.ReadFiles(path)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func readRef(t testing.TB, path string) *policy.Policy {
 	return p
 }
 
-func (f *refFixture) call(domain string, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+func (f *compatFixture) call(domain string, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
 	f.t.Helper()
 	resp, err := f.svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds, HitsAddend: 1})
 	if err != nil {
@@ -84,7 +85,7 @@ type want struct {
 	name      string
 }
 
-func (f *refFixture) expect(what string, resp *rlsv3.RateLimitResponse, overall rlsv3.RateLimitResponse_Code, ws ...want) {
+func (f *compatFixture) expect(what string, resp *rlsv3.RateLimitResponse, overall rlsv3.RateLimitResponse_Code, ws ...want) {
 	f.t.Helper()
 	if resp.OverallCode != overall || len(resp.Statuses) != len(ws) {
 		f.t.Fatalf("%s: %v, want overall %v", what, resp, overall)
@@ -111,8 +112,8 @@ const (
 )
 
 // testBasicBaseConfig of the reference's integration_test.go.
-func TestReferenceIntegrationBasic(t *testing.T) {
-	f := newRefFixture(t, readRef(t, refData+"integration"))
+func TestCompatIntegrationBasic(t *testing.T) {
+	f := newCompatFixture(t, readCompat(t, compatData+"integration"))
 	f.expect("unknown domain", f.call("foo", descr("hello", "world")), ok, want{code: ok, rpu: -1})
 	r := f.call("basic", descr("key1", "foo"))
 	f.expect("key1", r, ok, want{ok, 50, second, 49, ""})
@@ -153,8 +154,8 @@ func TestReferenceIntegrationBasic(t *testing.T) {
 }
 
 // The reference's reload.yaml: requests_per_unit 0 is always over the limit.
-func TestReferenceIntegrationReload(t *testing.T) {
-	f := newRefFixture(t, readRef(t, refData+"reload/reload.yaml"))
+func TestCompatIntegrationReload(t *testing.T) {
+	f := newCompatFixture(t, readCompat(t, compatData+"reload/reload.yaml"))
 	f.expect("key1", f.call("reload", descr("key1", "foo")), ok, want{ok, 50, second, 49, ""})
 	for i := range 3 {
 		f.expect(fmt.Sprintf("block #%d", i), f.call("reload", descr("block", "foo")), over, want{over, 0, second, 0, ""})
@@ -164,8 +165,8 @@ func TestReferenceIntegrationReload(t *testing.T) {
 }
 
 // testShareThreshold of the reference.
-func TestReferenceIntegrationShareThreshold(t *testing.T) {
-	f := newRefFixture(t, readRef(t, refData+"integration"))
+func TestCompatIntegrationShareThreshold(t *testing.T) {
+	f := newCompatFixture(t, readCompat(t, compatData+"integration"))
 	const domain = "share-threshold-test"
 	for i := range 10 {
 		f.expect(fmt.Sprintf("files/a.pdf #%d", i), f.call(domain, descr("files", "files/a.pdf")), ok, want{ok, 10, hour, uint32(9 - i), ""})
@@ -178,8 +179,8 @@ func TestReferenceIntegrationShareThreshold(t *testing.T) {
 
 // The example configuration's features on the decision path: replaces,
 // shadow_mode, requests_per_unit 0, unlimited, nesting.
-func TestReferenceExample(t *testing.T) {
-	f := newRefFixture(t, readRef(t, refData+"examples/example.yaml"))
+func TestCompatExample(t *testing.T) {
+	f := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml"))
 	noLimit := want{code: ok, rpu: -1}
 	unlimited := want{code: ok, rpu: -1, remaining: math.MaxUint32}
 	for i := range 3 {
@@ -209,8 +210,8 @@ func TestReferenceExample(t *testing.T) {
 // Importing the example and serving the native output answers every
 // request sequence exactly as serving the example does.
 func TestImportDecidesAlike(t *testing.T) {
-	ref := readRef(t, refData+"examples/example.yaml")
-	out, err := ref.NativeYAML()
+	compat := readCompat(t, compatData+"examples/example.yaml")
+	out, err := compat.NativeYAML()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestImportDecidesAlike(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		a, z := newRefFixture(t, readRef(t, refData+"examples/example.yaml")), newRefFixture(t, native)
+		a, z := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml")), newCompatFixture(t, native)
 		for i := range rapid.IntRange(1, 40).Draw(rt, "requests") {
 			ds := rapid.SliceOfN(rapid.SampledFrom(pool), 1, 4).Draw(rt, "descriptors")
 			step := time.Duration(rapid.Int64Range(0, int64(30*time.Second)).Draw(rt, "step"))
@@ -243,7 +244,7 @@ func TestImportDecidesAlike(t *testing.T) {
 
 // descriptorSeries reads tokengate_descriptor_decisions_total as
 // "rule descriptor result" -> count.
-func (f *refFixture) descriptorSeries() map[string]float64 {
+func (f *compatFixture) descriptorSeries() map[string]float64 {
 	f.t.Helper()
 	families, err := f.reg.Gather()
 	if err != nil {
@@ -267,8 +268,8 @@ func (f *refFixture) descriptorSeries() map[string]float64 {
 
 // detailed_metric and value_to_metric count by descriptor only the rules
 // that ask, at most metrics.MaxDescriptorSeries values a rule.
-func TestReferenceDescriptorMetrics(t *testing.T) {
-	f := newRefFixture(t, readRef(t, refData+"examples/example.yaml"))
+func TestCompatDescriptorMetrics(t *testing.T) {
+	f := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml"))
 	f.call("rl", descr("foo", "a"))
 	for i := range metrics.MaxDescriptorSeries + 5 {
 		f.call("rl", descr("unspec", fmt.Sprint(i)))
@@ -282,7 +283,7 @@ func TestReferenceDescriptorMetrics(t *testing.T) {
 		t.Fatalf("_other_: %v", got["unspec "+metrics.DescriptorOther+" ok"])
 	}
 
-	g := newRefFixture(t, readRef(t, refData+"unit/share_threshold.yaml"))
+	g := newCompatFixture(t, readCompat(t, compatData+"unit/share_threshold.yaml"))
 	g.call("test-domain", descr("route", "api/v1", "method", "GET"))
 	g.call("test-domain", descr("service", "svc/a", "endpoint", "/x"))
 	want := map[string]float64{
@@ -298,7 +299,7 @@ func TestReferenceDescriptorMetrics(t *testing.T) {
 // name is its name unless current_limit says otherwise), not_limited
 // stops the search, capacity 0 denies, shared buckets a glob's values
 // together, and current_limit is what statuses say.
-func TestNativeReferenceFields(t *testing.T) {
+func TestNativeCompatFields(t *testing.T) {
 	pol, err := policy.Parse("native.yaml", []byte(`domains:
   edge:
     - {name: per-user, match: [{key: user}], capacity: 5, refill: 5/m}
@@ -315,7 +316,7 @@ func TestNativeReferenceFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newRefFixture(t, pol)
+	f := newCompatFixture(t, pol)
 	f.expect("replaced", f.call("edge", descr("user", "a"), descr("tier", "vip")), ok, want{code: ok, rpu: -1}, want{ok, 9, minute, 8, "vip"})
 	f.expect("not replaced", f.call("edge", descr("user", "a")), ok, want{ok, 5, minute, 4, "per-user"})
 	f.expect("stop", f.call("edge", descr("path", "/free/x")), ok, want{code: ok, rpu: -1})
@@ -329,8 +330,8 @@ func TestNativeReferenceFields(t *testing.T) {
 // quota_mode: a request passes while one of its quota descriptors is
 // within its limit; those over it answer OVER_LIMIT and are not charged;
 // every quota descriptor over refuses the request, and charges nothing.
-func TestReferenceQuotaMode(t *testing.T) {
-	f := newRefFixture(t, readRef(t, refData+"examples/example.yaml"))
+func TestCompatQuotaMode(t *testing.T) {
+	f := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml"))
 	s1, s2 := descr("service", "service_1"), descr("service", "service_2") // 1 and 2 a minute
 	f.expect("both within", f.call("rl", s1, s2), ok, want{ok, 1, minute, 0, ""}, want{ok, 2, minute, 1, ""})
 	f.expect("one over", f.call("rl", s1, s2), ok, want{over, 1, minute, 0, ""}, want{ok, 2, minute, 0, ""})
@@ -338,14 +339,14 @@ func TestReferenceQuotaMode(t *testing.T) {
 	f.clk.Add(30 * time.Second) // service_2 gets a token back, service_1 half of one
 	f.expect("one back", f.call("rl", s2, s1), ok, want{ok, 2, minute, 0, ""}, want{over, 1, minute, 0, ""})
 
-	g := newRefFixture(t, readRef(t, refData+"examples/example.yaml"))
+	g := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml"))
 	user := descr("foo", "a", "bar", "bkthomps") // 1 a minute, not a quota
 	g.expect("all within", g.call("rl", user, s2), ok, want{ok, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
 	g.expect("a limit over", g.call("rl", user, s2), over, want{over, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
 	g.expect("the quota was not charged", g.call("rl", s2), ok, want{ok, 2, minute, 0, ""})
 
 	// A quota descriptor refused before the store is over its limit.
-	h := newRefFixture(t, readRef(t, refData+"examples/example.yaml"))
+	h := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml"))
 	big := &ratelimitv3.RateLimitDescriptor{Entries: s2.Entries, HitsAddend: wrapperspb.UInt64(5)}
 	h.expect("refused quota, other within", h.call("rl", big, s1), ok, want{over, 2, minute, 0, ""}, want{ok, 1, minute, 0, ""})
 	r := h.call("rl", big)
@@ -369,7 +370,7 @@ domains:
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newRefFixture(t, pol)
+	f := newCompatFixture(t, pol)
 	q1, q2 := descr("q1", "x"), descr("q2", "x")
 	f.call("edge", q1) // q1 is now empty
 	id := descr("request_id", "r-1")

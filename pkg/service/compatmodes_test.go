@@ -1,13 +1,16 @@
 package service
 
+// The compat modes: envoyproxy/ratelimit's service-wide answers
+// (compatmodes.go).
+
 import (
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
-func newModeFixture(t *testing.T, opts Options) *refFixture {
-	return newRefFixtureWith(t, readRef(t, refData+"integration"), opts)
+func newModeFixture(t *testing.T, opts Options) *compatFixture {
+	return newCompatFixtureWith(t, readCompat(t, compatData+"integration"), opts)
 }
 
 // SHADOW_MODE: the overall code is OK, each status says what it would be,

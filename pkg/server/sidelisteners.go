@@ -1,10 +1,12 @@
 package server
 
-// The HTTP endpoints of envoyproxy/ratelimit, so that its probes, its
-// clients and its operators' habits work against tokengate unchanged:
-// /healthcheck and /json on the HTTP address, /rlconfig on the debug
-// address (Options.DebugAddr); and its metrics address (Options.Metrics),
-// where the registry is served alone at a path of its own.
+// The side listeners, beside the gRPC and HTTP addresses: the debug
+// listener (Options.DebugAddr: /rlconfig, pprof) and the metrics listener
+// (Options.MetricsListener), where the registry is served alone at a path
+// of its own. With them, the HTTP endpoints of the compat contract
+// (envoyproxy/ratelimit's), so that its probes, its clients and its
+// operators' habits work against tokengate unchanged: /healthcheck and
+// /json on the HTTP address, /rlconfig on the debug one.
 
 import (
 	"context"

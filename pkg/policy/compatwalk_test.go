@@ -1,5 +1,8 @@
 package policy
 
+// The compat format's walk (envoyproxy/ratelimit's lookup) against the
+// rules compatflat.go makes of it, and the round trip through export.go.
+
 import (
 	"fmt"
 	"strings"
@@ -14,10 +17,10 @@ import (
 // key_value, else the child with the key and no value, and never back up;
 // the descriptor is limited when the walk ends on its last entry at a
 // node with a rate_limit.
-func referenceWalk(nodes []*refNode, entries []Entry) *refNode {
+func compatWalk(nodes []*compatNode, entries []Entry) *compatNode {
 	level := nodes
 	for i, e := range entries {
-		var next *refNode
+		var next *compatNode
 		for _, n := range level {
 			if n.key == e.Key && n.value != "" && n.value == e.Value {
 				next = n
@@ -140,8 +143,8 @@ func genEntries(t *rapid.T) []Entry {
 	return entries
 }
 
-// The first-match rules refflat makes decide every descriptor as the walk
-// does: the same node (by its line) or none.
+// The first-match rules compatflat.go makes decide every descriptor as the
+// walk does: the same node (by its line) or none.
 func TestFlatRulesMatchTheWalk(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var b strings.Builder
@@ -153,14 +156,14 @@ func TestFlatRulesMatchTheWalk(t *testing.T) {
 		if root == nil {
 			t.Fatalf("%v\n%s", r.errs, src)
 		}
-		tree := r.refParse(root)
+		tree := r.compatParse(root)
 		p, err := Parse("gen.yaml", []byte(src))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, src)
 		}
 		for range 20 {
 			entries := genEntries(t)
-			want := referenceWalk(tree.nodes, entries)
+			want := compatWalk(tree.nodes, entries)
 			got := p.Match("d", entries)
 			if got != nil && got.NotLimited {
 				got = nil
@@ -182,11 +185,11 @@ func TestImportRoundTrip(t *testing.T) {
 		var b strings.Builder
 		b.WriteString("domain: d\ndescriptors:\n")
 		genTree(t, &b, "  ", 1)
-		ref, err := Parse("gen.yaml", []byte(b.String()))
+		compat, err := Parse("gen.yaml", []byte(b.String()))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, b.String())
 		}
-		out, err := ref.NativeYAML()
+		out, err := compat.NativeYAML()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +199,7 @@ func TestImportRoundTrip(t *testing.T) {
 		}
 		for range 20 {
 			entries := genEntries(t)
-			a, z := ref.Match("d", entries), native.Match("d", entries)
+			a, z := compat.Match("d", entries), native.Match("d", entries)
 			if (a == nil) != (z == nil) {
 				t.Fatalf("%v: %+v, imported %+v\n%s", entries, a, z, out)
 			}

@@ -1,5 +1,9 @@
 package blackbox
 
+// "compat" means envoyproxy/ratelimit's contract. The binary as
+// envoyproxy/ratelimit's process: invoked as ratelimit, configured by that
+// service's environment alone.
+
 import (
 	"bufio"
 	"context"
@@ -23,17 +27,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/internal/tgproc"
 	"github.com/tokengate/tokengate/internal/tlstest"
 	"github.com/tokengate/tokengate/internal/xdstest"
 	"github.com/tokengate/tokengate/pkg/tlsfiles"
-	"github.com/tokengate/tokengate/test/tgproc"
 )
 
-// The binary as envoyproxy/ratelimit's process: invoked as ratelimit,
-// configured by that service's environment alone.
-
-const refConfig = "../../pkg/policy/testdata/envoyproxy/"
+const compatConfig = "../../pkg/policy/testdata/envoyproxy/"
 
 // freePort is a loopback port free now.
 func freePort(t *testing.T) string {
@@ -75,9 +77,9 @@ func copyFiles(t *testing.T, src, dst string) {
 	}
 }
 
-// refEnv is the environment of a ratelimit process on the runtime root,
+// compatEnv is the environment of a ratelimit process on the runtime root,
 // with Redis at addr, logging JSON at info (so that tgproc sees it serve).
-func refEnv(root, redisAddr string, extra ...string) []string {
+func compatEnv(root, redisAddr string, extra ...string) []string {
 	return append([]string{
 		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false", "RUNTIME_IGNOREDOTFILES=true",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr, "USE_STATSD=false", "LOG_LEVEL=info", "LOG_FORMAT=json",
@@ -90,14 +92,14 @@ func loopback(port string) []string {
 	return []string{"HOST=127.0.0.1", "PORT=" + port, "GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0"}
 }
 
-type refWant struct {
+type compatWant struct {
 	code      rlsv3.RateLimitResponse_Code
 	rpu       uint32
 	unit      string
 	remaining uint32
 }
 
-func expectRef(t *testing.T, what string, r *rlsv3.RateLimitResponse, overall rlsv3.RateLimitResponse_Code, ws ...refWant) {
+func expectCompat(t *testing.T, what string, r *rlsv3.RateLimitResponse, overall rlsv3.RateLimitResponse_Code, ws ...compatWant) {
 	t.Helper()
 	if r.OverallCode != overall || len(r.Statuses) != len(ws) {
 		t.Fatalf("%s: %v, want overall %v", what, r, overall)
@@ -122,9 +124,9 @@ func expectRef(t *testing.T, what string, r *rlsv3.RateLimitResponse, overall rl
 // file of the directory is served.
 func TestRatelimitProcess(t *testing.T) {
 	rd := redistest.Start(t)
-	root := runtimeDir(t, refConfig+"integration")
+	root := runtimeDir(t, compatConfig+"integration")
 	port, grpcPort, debugPort, promPort := freePort(t), freePort(t), freePort(t), freePort(t)
-	p := tgproc.StartAs(t, binary, "ratelimit", refEnv(root, rd.Addr(),
+	p := tgproc.StartAs(t, binary, "ratelimit", compatEnv(root, rd.Addr(),
 		"HOST=127.0.0.1", "PORT="+port, "GRPC_HOST=127.0.0.1", "GRPC_PORT="+grpcPort, "DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+debugPort,
 		"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:"+promPort, "PROMETHEUS_PATH=/prom", "CACHE_KEY_PREFIX=rltest:")...)
 	for name, got := range map[string][2]string{
@@ -136,28 +138,28 @@ func TestRatelimitProcess(t *testing.T) {
 	}
 
 	// testBasicBaseConfig.
-	expectRef(t, "unknown domain", p.Ask(t, "foo", 1, tgproc.Descriptor("hello", "world")), ok, refWant{code: ok})
-	expectRef(t, "key1", p.Ask(t, "basic", 1, tgproc.Descriptor("key1", "foo")), ok, refWant{ok, 50, "SECOND", 49})
+	expectCompat(t, "unknown domain", p.Ask(t, "foo", 1, tgproc.Descriptor("hello", "world")), ok, compatWant{code: ok})
+	expectCompat(t, "key1", p.Ask(t, "basic", 1, tgproc.Descriptor("key1", "foo")), ok, compatWant{ok, 50, "SECOND", 49})
 	for i := range 25 {
 		code, remaining := ok, uint32(20-(i+1))
 		if i >= 20 {
 			code, remaining = over, 0
 		}
-		expectRef(t, fmt.Sprintf("key2 #%d", i), p.Ask(t, "another", 1, tgproc.Descriptor("key2", "12345")), code, refWant{code, 20, "MINUTE", remaining})
+		expectCompat(t, fmt.Sprintf("key2 #%d", i), p.Ask(t, "another", 1, tgproc.Descriptor("key2", "12345")), code, compatWant{code, 20, "MINUTE", remaining})
 	}
 	for i := range 15 {
 		code, r1, r2 := ok, uint32(20-(i+1)), uint32(10-(i+1))
 		if i >= 10 {
 			code, r1, r2 = over, 10, 0
 		}
-		expectRef(t, fmt.Sprintf("key2+key3 #%d", i), p.Ask(t, "another", 1, tgproc.Descriptor("key2", "6789"), tgproc.Descriptor("key3", "6789")), code,
-			refWant{ok, 20, "MINUTE", r1}, refWant{code, 10, "HOUR", r2})
+		expectCompat(t, fmt.Sprintf("key2+key3 #%d", i), p.Ask(t, "another", 1, tgproc.Descriptor("key2", "6789"), tgproc.Descriptor("key3", "6789")), code,
+			compatWant{ok, 20, "MINUTE", r1}, compatWant{code, 10, "HOUR", r2})
 	}
 	// testShareThreshold.
 	for i := range 10 {
-		expectRef(t, fmt.Sprintf("files/a.pdf #%d", i), p.Ask(t, "share-threshold-test", 1, tgproc.Descriptor("files", "files/a.pdf")), ok, refWant{ok, 10, "HOUR", uint32(9 - i)})
+		expectCompat(t, fmt.Sprintf("files/a.pdf #%d", i), p.Ask(t, "share-threshold-test", 1, tgproc.Descriptor("files", "files/a.pdf")), ok, compatWant{ok, 10, "HOUR", uint32(9 - i)})
 	}
-	expectRef(t, "files/b.csv", p.Ask(t, "share-threshold-test", 1, tgproc.Descriptor("files", "files/b.csv")), over, refWant{over, 10, "HOUR", 0})
+	expectCompat(t, "files/b.csv", p.Ask(t, "share-threshold-test", 1, tgproc.Descriptor("files", "files/b.csv")), over, compatWant{over, 10, "HOUR", 0})
 	if keys, err := redistest.Do(rd.Addr(), "KEYS", "rltest:*"); err != nil || keys == "" {
 		t.Errorf("no bucket in Redis under CACHE_KEY_PREFIX: %q, %v", keys, err)
 	}
@@ -199,25 +201,25 @@ func TestRatelimitProcess(t *testing.T) {
 	}
 
 	// Hot reload: the reference's reload.yaml joins the directory.
-	data, err := os.ReadFile(refConfig + "reload/reload.yaml")
+	data, err := os.ReadFile(compatConfig + "reload/reload.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tgproc.WritePolicy(t, filepath.Join(root, "ratelimit", "config", "reload.yaml"), string(data))
-	tgproc.Eventually(t, "reload.yaml served", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Ask(t, "reload", 1, tgproc.Descriptor("block", "foo")).OverallCode == over
-	})
+	}, "reload.yaml served")
 }
 
 // SHADOW_MODE and LIMIT_RESPONSE_HEADERS_ENABLED, end to end.
 func TestRatelimitShadowAndHeaders(t *testing.T) {
 	rd := redistest.Start(t)
-	p := tgproc.StartAs(t, binary, "ratelimit", refEnv(runtimeDir(t, refConfig+"integration"), rd.Addr(),
+	p := tgproc.StartAs(t, binary, "ratelimit", compatEnv(runtimeDir(t, compatConfig+"integration"), rd.Addr(),
 		append(loopback("0"), "SHADOW_MODE=true", "LIMIT_RESPONSE_HEADERS_ENABLED=true", "LIMIT_REMAINING_HEADER=X-Left")...)...)
 	for i := range 2 {
 		r := p.Ask(t, "basic", 1, tgproc.Descriptor("one_per_minute", "s"))
 		code := map[bool]rlsv3.RateLimitResponse_Code{true: ok, false: over}[i == 0]
-		expectRef(t, fmt.Sprintf("one_per_minute #%d", i), r, ok, refWant{code, 1, "MINUTE", 0})
+		expectCompat(t, fmt.Sprintf("one_per_minute #%d", i), r, ok, compatWant{code, 1, "MINUTE", 0})
 		if tgproc.Header(r, "RateLimit-Limit") != "1" || tgproc.Header(r, "X-Left") != "0" || tgproc.Header(r, "RateLimit-Reset") == "" {
 			t.Fatalf("#%d: headers %v", i, r.ResponseHeadersToAdd)
 		}
@@ -229,7 +231,7 @@ func TestRatelimitShadowAndHeaders(t *testing.T) {
 func TestRatelimitLogDefaults(t *testing.T) {
 	rd := redistest.Start(t)
 	port := freePort(t)
-	env := without(refEnv(runtimeDir(t, refConfig+"integration"), rd.Addr(), loopback(port)...), "LOG_LEVEL=info", "LOG_FORMAT=json")
+	env := without(compatEnv(runtimeDir(t, compatConfig+"integration"), rd.Addr(), loopback(port)...), "LOG_LEVEL=info", "LOG_FORMAT=json")
 	env = append(env, "NEAR_LIMIT_RATIO=0.9") // inert: logged at info, so not at WARN
 	cmd := tgproc.CommandAs(t, binary, "ratelimit", env...)
 	stderr, err := cmd.StderrPipe()
@@ -248,14 +250,14 @@ func TestRatelimitLogDefaults(t *testing.T) {
 		}
 		lines <- all
 	}()
-	tgproc.Eventually(t, "/healthcheck OK", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		resp, err := http.Get("http://127.0.0.1:" + port + "/healthcheck")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
-	})
+	}, "/healthcheck OK")
 	cmd.Process.Signal(syscall.SIGTERM)
 	var all []string
 	select {
@@ -285,7 +287,7 @@ func without(s []string, drop ...string) []string {
 // Each unsupported variable stops the start with a message naming it, as
 // do arguments and a TOKENGATE_* variable.
 func TestRatelimitRefuses(t *testing.T) {
-	root := runtimeDir(t, refConfig+"integration")
+	root := runtimeDir(t, compatConfig+"integration")
 	for _, tc := range []struct {
 		env  []string
 		args bool
@@ -302,7 +304,7 @@ func TestRatelimitRefuses(t *testing.T) {
 		{env: []string{"RUNTIME_ROOT=" + filepath.Join(root, "nowhere")}, want: "nowhere"},
 		{args: true, want: "takes no arguments"},
 	} {
-		env := append(refEnv(root, "127.0.0.1:1"), tc.env...)
+		env := append(compatEnv(root, "127.0.0.1:1"), tc.env...)
 		cmd := tgproc.CommandAs(t, binary, "ratelimit", env...)
 		if tc.args {
 			cmd.Args = append(cmd.Args, "--policy", "x")
@@ -318,7 +320,7 @@ func TestRatelimitRefuses(t *testing.T) {
 // client certificate) and a Sentinel set (REDIS_TYPE=SENTINEL), each
 // deciding in the Redis they name.
 func TestRatelimitRedisEnv(t *testing.T) {
-	root := runtimeDir(t, refConfig+"integration")
+	root := runtimeDir(t, compatConfig+"integration")
 	tlsSrv := redistest.StartTLS(t, "--tls-auth-clients", "yes")
 	master := redistest.Start(t)
 	sentinel := redistest.StartSentinel(t, "rl-master", master)
@@ -332,9 +334,9 @@ func TestRatelimitRedisEnv(t *testing.T) {
 		{"sentinel", []string{"REDIS_TYPE=SENTINEL", "REDIS_URL=rl-master," + sentinel.Addr()}, master.Addr()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := append(refEnv(root, "unused", loopback("0")...), tc.env...)
+			env := append(compatEnv(root, "unused", loopback("0")...), tc.env...)
 			p := tgproc.StartAs(t, binary, "ratelimit", env...)
-			expectRef(t, "key1", p.Ask(t, "basic", 1, tgproc.Descriptor("key1", tc.name)), ok, refWant{ok, 50, "SECOND", 49})
+			expectCompat(t, "key1", p.Ask(t, "basic", 1, tgproc.Descriptor("key1", tc.name)), ok, compatWant{ok, 50, "SECOND", 49})
 			if n, err := redistest.Do(tc.redis, "DBSIZE"); err != nil || n == "0" {
 				t.Errorf("%s holds %s keys (%v)", tc.redis, n, err)
 			}
@@ -351,14 +353,14 @@ func TestRatelimitRootSwap(t *testing.T) {
 	}
 	rd := redistest.Start(t)
 	base := t.TempDir()
-	v1, v2 := runtimeDir(t, refConfig+"integration"), runtimeDir(t, refConfig+"reload")
+	v1, v2 := runtimeDir(t, compatConfig+"integration"), runtimeDir(t, compatConfig+"reload")
 	current := filepath.Join(base, "current")
 	if err := os.Symlink(v1, current); err != nil {
 		t.Fatal(err)
 	}
-	env := without(refEnv(current, rd.Addr(), loopback("0")...), "RUNTIME_WATCH_ROOT=false")
+	env := without(compatEnv(current, rd.Addr(), loopback("0")...), "RUNTIME_WATCH_ROOT=false")
 	p := tgproc.StartAs(t, binary, "ratelimit", append(env, "RUNTIME_WATCH_ROOT=true")...)
-	expectRef(t, "reload domain before the swap", p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")), ok, refWant{code: ok})
+	expectCompat(t, "reload domain before the swap", p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")), ok, compatWant{code: ok})
 	// ln -sfn: a new link renamed over the old one.
 	next := filepath.Join(base, "next")
 	if err := os.Symlink(v2, next); err != nil {
@@ -367,9 +369,9 @@ func TestRatelimitRootSwap(t *testing.T) {
 	if err := os.Rename(next, current); err != nil {
 		t.Fatal(err)
 	}
-	tgproc.Eventually(t, "the swapped tree served", func() bool {
+	poll.Eventually(t, tgproc.Timeout, func() bool {
 		return p.Ask(t, "reload", 1, tgproc.Descriptor("block", "x")).OverallCode == over
-	})
+	}, "the swapped tree served")
 }
 
 // Envoy Gateway's environment (its internal/infrastructure/kubernetes/
@@ -423,7 +425,7 @@ func TestRatelimitEnvoyGateway(t *testing.T) {
 		t.Fatalf("before the first config: %s", got)
 	}
 	m.Set(t, "1", xdstest.PerUser("edge", 2, rlsconf.RateLimitUnit_MINUTE))
-	tgproc.Eventually(t, "the config from xDS served", func() bool { return ask().OverallCode == over })
+	poll.Eventually(t, tgproc.Timeout, func() bool { return ask().OverallCode == over }, "the config from xDS served")
 	if code, body := tgproc.GetURL(t, "http://127.0.0.1:"+promPort+"/metrics"); code != 200 || !strings.Contains(body, `tokengate_decisions_total{domain="edge"`) {
 		t.Errorf("metrics on PROMETHEUS_ADDR: %d %.300q", code, body)
 	}

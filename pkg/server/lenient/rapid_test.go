@@ -1,4 +1,4 @@
-package server
+package lenient
 
 import (
 	"math"
@@ -165,14 +165,14 @@ func mutate(t *rapid.T, b []byte) []byte {
 	return b
 }
 
-// compareDecoders decodes b with proto.Unmarshal and unmarshalLenient.
+// compareDecoders decodes b with proto.Unmarshal and Unmarshal.
 // With valid set, b is known to be valid UTF-8 throughout: both must agree
 // exactly. Otherwise the lenient decoder may also accept what proto refused
 // for invalid UTF-8, and must then report it.
 func compareDecoders(t *rapid.T, typ protoreflect.MessageType, b []byte, valid bool) {
 	want, got := typ.New().Interface(), typ.New().Interface()
 	perr := proto.Unmarshal(b, want)
-	n, lerr := unmarshalLenient(b, got)
+	n, lerr := Unmarshal(b, got)
 	switch {
 	case perr == nil && lerr != nil:
 		t.Fatalf("proto accepts %x, lenient refuses: %v", b, lerr)

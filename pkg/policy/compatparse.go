@@ -1,7 +1,8 @@
 package policy
 
-// The envoyproxy/ratelimit configuration format, read natively: one file
-// is one domain,
+// "compat" in this file's names, and in compatflat.go's, means
+// envoyproxy/ratelimit's configuration format (the "reference" of the
+// comments). That format, read natively: one file is one domain,
 //
 //	domain: edge
 //	descriptors:
@@ -14,7 +15,7 @@ package policy
 //	        rate_limit: {unit: second, requests_per_unit: 5, replaces: [{name: per-user}]}
 //	        shadow_mode: true
 //
-// read into a tree of refNodes (this file) that refflat.go turns into
+// read into a tree of compatNodes (this file) that compatflat.go turns into
 // ordinary rules, so that both formats decide on one path. The reference
 // accepts any of its known keys at any level and ignores the misplaced
 // ones; so do we, with a warning. Errors carry file:line like the native
@@ -29,32 +30,32 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// refKeys are every key the reference knows, at any level.
-var refKeys = []string{"domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit",
+// compatKeys are every key the reference knows, at any level.
+var compatKeys = []string{"domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit",
 	"unlimited", "shadow_mode", "quota_mode", "name", "replaces", "detailed_metric", "value_to_metric",
 	"share_threshold", "metadata"}
 
 var (
-	refTopFields   = []string{"domain", "descriptors"}
-	refNodeFields  = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"}
-	refLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces"}
+	compatTopFields   = []string{"domain", "descriptors"}
+	compatNodeFields  = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric", "value_to_metric", "share_threshold", "metadata"}
+	compatLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces"}
 )
 
-// refNode is one descriptor of a reference file.
-type refNode struct {
+// compatNode is one descriptor of a reference file.
+type compatNode struct {
 	key, value string
 	composite  string // key, or key_value: the reference's map key
 	line       int
 	pattern    Pattern
-	limit      *refLimit // nil: no rate_limit
+	limit      *compatLimit // nil: no rate_limit
 	shadow     bool
 	quota      bool // quota_mode
 	detailed   bool // detailed_metric
 	toMetric   bool // value_to_metric
-	children   []*refNode
+	children   []*compatNode
 }
 
-type refLimit struct {
+type compatLimit struct {
 	rpu       uint32
 	unit      Unit
 	unlimited bool
@@ -62,17 +63,17 @@ type refLimit struct {
 	replaces  []string
 }
 
-// refFile is one parsed reference file: its domain and top descriptors.
-type refFile struct {
+// compatFile is one parsed reference file: its domain and top descriptors.
+type compatFile struct {
 	domain     string
 	domainLine int
-	nodes      []*refNode
+	nodes      []*compatNode
 }
 
-// refFields is fields for a level of a reference file: a key the
+// compatFields is fields for a level of a reference file: a key the
 // reference knows but not at this level is ignored with a warning, as the
 // reference ignores it.
-func (r *reader) refFields(n *yaml.Node, a at, what string, here []string) map[string]*yaml.Node {
+func (r *reader) compatFields(n *yaml.Node, a at, what string, here []string) map[string]*yaml.Node {
 	if n.Kind != yaml.MappingNode {
 		r.fail(n, a, "", fmt.Errorf("%s: want a mapping, got %s", what, describe(n)))
 		return nil
@@ -80,7 +81,7 @@ func (r *reader) refFields(n *yaml.Node, a at, what string, here []string) map[s
 	keep := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Column: n.Column}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
-		if k.Kind == yaml.ScalarNode && !slices.Contains(here, k.Value) && slices.Contains(refKeys, k.Value) {
+		if k.Kind == yaml.ScalarNode && !slices.Contains(here, k.Value) && slices.Contains(compatKeys, k.Value) {
 			r.warn(k.Line, a, k.Value, fmt.Errorf("%s: ignored here, as envoyproxy/ratelimit ignores it", what))
 			continue
 		}
@@ -89,13 +90,13 @@ func (r *reader) refFields(n *yaml.Node, a at, what string, here []string) map[s
 	return r.fields(keep, a, what, here)
 }
 
-// refParse reads a reference file whose root is known to be a mapping.
-func (r *reader) refParse(root *yaml.Node) *refFile {
-	f := r.refFields(root, at{}, "config", refTopFields)
+// compatParse reads a reference file whose root is known to be a mapping.
+func (r *reader) compatParse(root *yaml.Node) *compatFile {
+	f := r.compatFields(root, at{}, "config", compatTopFields)
 	if f == nil {
 		return nil
 	}
-	out := &refFile{domainLine: root.Line}
+	out := &compatFile{domainLine: root.Line}
 	if n := f["domain"]; n == nil {
 		r.fail(root, at{}, "domain", errors.New("missing"))
 	} else if s, err := identifier(n); err != nil {
@@ -105,7 +106,7 @@ func (r *reader) refParse(root *yaml.Node) *refFile {
 	}
 	a := at{domain: out.domain}
 	if n := f["descriptors"]; n != nil {
-		out.nodes = r.refNodes(n, a, "", 1)
+		out.nodes = r.compatNodes(n, a, "", 1)
 	}
 	if len(out.nodes) == 0 && out.domain != "" {
 		r.warn(out.domainLine, a, "descriptors", errors.New("none: every request to this domain is answered OK"))
@@ -113,9 +114,9 @@ func (r *reader) refParse(root *yaml.Node) *refFile {
 	return out
 }
 
-// refNodes reads a list of descriptors at depth (1 at the top); path is
+// compatNodes reads a list of descriptors at depth (1 at the top); path is
 // the parent's, for messages.
-func (r *reader) refNodes(n *yaml.Node, a at, path string, depth int) []*refNode {
+func (r *reader) compatNodes(n *yaml.Node, a at, path string, depth int) []*compatNode {
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return nil
 	}
@@ -123,10 +124,10 @@ func (r *reader) refNodes(n *yaml.Node, a at, path string, depth int) []*refNode
 		r.fail(n, a, "descriptors", fmt.Errorf("want a list, got %s", describe(n)))
 		return nil
 	}
-	var nodes []*refNode
+	var nodes []*compatNode
 	seen := make(map[string]int)
 	for _, dn := range n.Content {
-		node := r.refNode(dn, a, path, depth)
+		node := r.compatNode(dn, a, path, depth)
 		if node == nil {
 			continue
 		}
@@ -147,17 +148,17 @@ func joinPath(path, composite string) string {
 	return path + "." + composite
 }
 
-// refNode reads one descriptor at depth and its children; nil when it has
+// compatNode reads one descriptor at depth and its children; nil when it has
 // errors. Below MaxMatchEntries levels it reads nothing more: no
 // descriptor reaches there, and flattening a deeper tree would cost its
 // depth cubed.
-func (r *reader) refNode(n *yaml.Node, a at, path string, depth int) *refNode {
+func (r *reader) compatNode(n *yaml.Node, a at, path string, depth int) *compatNode {
 	before := len(r.errs)
-	f := r.refFields(n, a, "descriptor", refNodeFields)
+	f := r.compatFields(n, a, "descriptor", compatNodeFields)
 	if f == nil {
 		return nil
 	}
-	node := &refNode{line: n.Line}
+	node := &compatNode{line: n.Line}
 	if kn := f["key"]; kn == nil {
 		r.fail(n, a, "key", errors.New("descriptor has empty key"))
 	} else if s, err := identifier(kn); err != nil {
@@ -195,14 +196,14 @@ func (r *reader) refNode(n *yaml.Node, a at, path string, depth int) *refNode {
 		r.warn(mn.Line, a, "metadata", fmt.Errorf("%s: not returned: tokengate sends no dynamic metadata", here))
 	}
 	if ln := f["rate_limit"]; ln != nil {
-		node.limit = r.refLimit(ln, a, here)
+		node.limit = r.compatLimit(ln, a, here)
 	}
 	switch dn := f["descriptors"]; {
 	case dn == nil:
 	case depth == MaxMatchEntries && dn.Kind == yaml.SequenceNode && len(dn.Content) > 0:
 		r.fail(dn, a, "descriptors", fmt.Errorf("%s: nested deeper than %d levels: a descriptor has at most %d entries, so nothing below can match", here, MaxMatchEntries, MaxMatchEntries))
 	default:
-		node.children = r.refNodes(dn, a, here, depth+1)
+		node.children = r.compatNodes(dn, a, here, depth+1)
 	}
 	if len(r.errs) > before {
 		return nil
@@ -210,13 +211,13 @@ func (r *reader) refNode(n *yaml.Node, a at, path string, depth int) *refNode {
 	return node
 }
 
-// refLimit reads a rate_limit; what is the descriptor's path.
-func (r *reader) refLimit(n *yaml.Node, a at, what string) *refLimit {
-	f := r.refFields(n, a, "rate_limit", refLimitFields)
+// compatLimit reads a rate_limit; what is the descriptor's path.
+func (r *reader) compatLimit(n *yaml.Node, a at, what string) *compatLimit {
+	f := r.compatFields(n, a, "rate_limit", compatLimitFields)
 	if f == nil {
 		return nil
 	}
-	l := &refLimit{}
+	l := &compatLimit{}
 	l.unlimited, _ = r.flag(f, a, "unlimited")
 	un := f["unit"]
 	if un != nil {
@@ -250,19 +251,19 @@ func (r *reader) refLimit(n *yaml.Node, a at, what string) *refLimit {
 		l.name = s
 	}
 	if rn := f["replaces"]; rn != nil {
-		l.replaces = r.refReplaces(rn, a, what, l.name)
+		l.replaces = r.compatReplaces(rn, a, what, l.name)
 	}
 	return l
 }
 
-func (r *reader) refReplaces(n *yaml.Node, a at, what, own string) []string {
+func (r *reader) compatReplaces(n *yaml.Node, a at, what, own string) []string {
 	if n.Kind != yaml.SequenceNode {
 		r.fail(n, a, "replaces", fmt.Errorf("%s: want a list of {name: ...}, got %s", what, describe(n)))
 		return nil
 	}
 	var names []string
 	for _, en := range n.Content {
-		f := r.refFields(en, a, "replaces entry", []string{"name"})
+		f := r.compatFields(en, a, "replaces entry", []string{"name"})
 		if f == nil {
 			continue
 		}

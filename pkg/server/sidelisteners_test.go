@@ -1,5 +1,8 @@
 package server
 
+// The side listeners and the compat contract's (envoyproxy/ratelimit's)
+// HTTP endpoints (sidelisteners.go).
+
 import (
 	"io"
 	"net/http"
@@ -7,7 +10,7 @@ import (
 	"testing"
 )
 
-const refHTTPPolicy = `domains:
+const compatHTTPPolicy = `domains:
   rl:
     - name: per-user
       match: [{key: user}]
@@ -17,8 +20,8 @@ const refHTTPPolicy = `domains:
 
 // The reference's HTTP endpoints: /healthcheck and /json on the HTTP
 // address, /rlconfig on the debug address, the metrics alone on theirs.
-func TestReferenceHTTP(t *testing.T) {
-	s := newStack(t, refHTTPPolicy, nil)
+func TestCompatHTTP(t *testing.T) {
+	s := newStack(t, compatHTTPPolicy, nil)
 	srv := serve(t, Options{RateLimit: s.doors.RateLimit(s.svc), Metrics: s.m, Gatherer: s.reg, Policy: s.policy, Logger: s.log,
 		DebugAddr: "127.0.0.1:0", MetricsListener: &MetricsListener{Addr: "127.0.0.1:0", Path: "/stats/prom"}})
 	do := func(method, addr, path, body string) (int, string) {

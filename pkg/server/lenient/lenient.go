@@ -1,20 +1,4 @@
-package server
-
-// Lenient decoding: proto.Unmarshal's wire format, read field by field with
-// protowire and stored through protoreflect, so that it serves any message
-// (RateLimitRequest and CheckRequest alike). It differs from proto.Unmarshal
-// in one way only: a string field keeps its bytes as they came, valid UTF-8
-// or not (a Go string may hold any bytes, and protoreflect.ValueOfString
-// does not check). Everything else follows google.golang.org/protobuf's
-// decoder (internal/impl/decode.go, codec_map.go): a wire type that does not
-// fit its field makes the field unknown; packed and unpacked repeated
-// scalars are both accepted; messages that repeat are merged; oneof members
-// replace each other; map entries default a missing key or value; unknown
-// fields are kept in order; the recursion limit is the same; required fields
-// are checked. Groups (proto2 only; no Envoy API uses them) are refused.
-//
-// It is the slow path: codec.Unmarshal calls it only after proto.Unmarshal
-// has failed.
+package lenient
 
 import (
 	"errors"
@@ -37,13 +21,13 @@ var (
 	errGroup    = errors.New("lenient decode: group fields are not supported")
 )
 
-// unmarshalLenient resets m and decodes b into it as proto.Unmarshal would,
+// Unmarshal resets m and decodes b into it as proto.Unmarshal would,
 // except that string fields are not checked for valid UTF-8. It returns how
 // many strings (fields, list elements, map keys and values) held invalid
 // UTF-8 where proto.Unmarshal would have refused it.
-func unmarshalLenient(b []byte, m proto.Message) (invalidUTF8 int, err error) {
+func Unmarshal(b []byte, m proto.Message) (invalidUTF8 int, err error) {
 	proto.Reset(m)
-	var d lenientDecoder
+	var d decoder
 	if err := d.message(b, m.ProtoReflect(), protowire.DefaultRecursionLimit); err != nil {
 		return 0, err
 	}
@@ -53,14 +37,14 @@ func unmarshalLenient(b []byte, m proto.Message) (invalidUTF8 int, err error) {
 	return d.invalidUTF8, nil
 }
 
-// lenientDecoder is one decode's state.
-type lenientDecoder struct {
+// decoder is one decode's state.
+type decoder struct {
 	invalidUTF8 int
 }
 
 // message decodes the fields in b into m, merging into what m holds.
 // depth is how many more messages may nest, itself included.
-func (d *lenientDecoder) message(b []byte, m protoreflect.Message, depth int) error {
+func (d *decoder) message(b []byte, m protoreflect.Message, depth int) error {
 	if depth--; depth < 0 {
 		return errDepth
 	}
@@ -132,7 +116,7 @@ func fieldByNumber(md protoreflect.MessageDescriptor, num protowire.Number) (pro
 
 // field decodes one value of fd from b (just past its tag) into m and
 // returns the bytes it used, or errWireType before changing m.
-func (d *lenientDecoder) field(b []byte, m protoreflect.Message, fd protoreflect.FieldDescriptor, wtyp protowire.Type, depth int) (int, error) {
+func (d *decoder) field(b []byte, m protoreflect.Message, fd protoreflect.FieldDescriptor, wtyp protowire.Type, depth int) (int, error) {
 	switch {
 	case fd.IsMap():
 		if wtyp != protowire.BytesType {
@@ -170,7 +154,7 @@ func (d *lenientDecoder) field(b []byte, m protoreflect.Message, fd protoreflect
 
 // listElement decodes one element of the repeated field fd, or for a
 // packable kind sent as bytes, a packed run of them, and appends it.
-func (d *lenientDecoder) listElement(b []byte, m protoreflect.Message, fd protoreflect.FieldDescriptor, wtyp protowire.Type, depth int) (int, error) {
+func (d *decoder) listElement(b []byte, m protoreflect.Message, fd protoreflect.FieldDescriptor, wtyp protowire.Type, depth int) (int, error) {
 	kind := fd.Kind()
 	switch {
 	case kind == protoreflect.GroupKind:
@@ -220,7 +204,7 @@ func (d *lenientDecoder) listElement(b []byte, m protoreflect.Message, fd protor
 // mapEntry decodes one entry of the map field fd and sets it in mp. A key
 // or value the entry leaves out is its zero value; fields other than key
 // and value, or of the wrong wire type, are skipped.
-func (d *lenientDecoder) mapEntry(b []byte, mp protoreflect.Map, fd protoreflect.FieldDescriptor, depth int) error {
+func (d *decoder) mapEntry(b []byte, mp protoreflect.Map, fd protoreflect.FieldDescriptor, depth int) error {
 	if depth--; depth < 0 {
 		return errDepth
 	}
@@ -271,7 +255,7 @@ func (d *lenientDecoder) mapEntry(b []byte, mp protoreflect.Map, fd protoreflect
 }
 
 // scalarOr is scalar, returning old in place of the value on an error.
-func (d *lenientDecoder) scalarOr(b []byte, fd protoreflect.FieldDescriptor, wtyp protowire.Type, old protoreflect.Value) (protoreflect.Value, int, error) {
+func (d *decoder) scalarOr(b []byte, fd protoreflect.FieldDescriptor, wtyp protowire.Type, old protoreflect.Value) (protoreflect.Value, int, error) {
 	v, n, err := d.scalar(b, fd, wtyp)
 	if err != nil {
 		return old, n, err
@@ -282,7 +266,7 @@ func (d *lenientDecoder) scalarOr(b []byte, fd protoreflect.FieldDescriptor, wty
 // scalar decodes one value of fd's scalar kind (not a message or group),
 // or returns errWireType when wtyp is not the kind's. Strings keep their
 // bytes; bytes are copied out of b.
-func (d *lenientDecoder) scalar(b []byte, fd protoreflect.FieldDescriptor, wtyp protowire.Type) (protoreflect.Value, int, error) {
+func (d *decoder) scalar(b []byte, fd protoreflect.FieldDescriptor, wtyp protowire.Type) (protoreflect.Value, int, error) {
 	kind := fd.Kind()
 	want := wireType(kind)
 	if wtyp != want || want < 0 {

@@ -1,0 +1,18 @@
+// Package logbudget bounds how many lines a log writes while something
+// happens on every request (a store outage, a flood of refusals) and counts
+// the lines it drops, so that the next line that goes out can say how many
+// it stands for.
+//
+// A Budget lets at most per lines through in each interval. An interval
+// starts at the first line let through after the previous one ended, not
+// on a grid: with one line per interval, two lines are always at least an
+// interval apart. Instants are clock.Clock readings (monotonic
+// nanoseconds) passed in by the caller, so the package never reads the
+// time and tests step through fixed instants.
+//
+// A Budget is safe for concurrent use and takes no lock: a dropped line
+// costs three atomic operations and no allocation (a new interval
+// allocates its window), and Flush with nothing dropped one atomic load.
+// Counts are exact; a line may count one dropped at the same instant by
+// another goroutine that, strictly, came after it.
+package logbudget
