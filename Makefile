@@ -5,9 +5,11 @@ GO ?= go
 # (pkg/server/codec.go), 3x faster than proto.Marshal.
 export GOFLAGS += -tags=vtprotobuf
 
-.PHONY: test deps run bench
-test: deps
-	$(GO) vet ./...
+.PHONY: test lint deps run bench
+# staticcheck, pinned; `go run` builds it once into the build cache.
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+test: deps lint
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run 'Cardinality' ./pkg/store/memory/
 # Allocation counts, which the race detector's sync.Pool makes vary.
@@ -19,7 +21,14 @@ test: deps
 	$(GO) test -run '^$$' -fuzz '^FuzzDescriptors$$' -fuzztime 8s ./pkg/frontdoor/spec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 8s ./pkg/policy/
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaMatchesBucket$$' -fuzztime 8s -fuzzminimizetime 1s ./pkg/store/redis/
-	cd tools && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd tools && $(GO) test -count=1 ./...
+
+# gofmt, go vet and staticcheck over both modules.
+lint:
+	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt -l:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	cd tools && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 
 # The Redis store's tests start real redis-server processes (and a cluster
 # with redis-cli), and build a clock shim with cc. Install them when missing

@@ -263,10 +263,11 @@ func clientValueKept(t *testing.T, hcm *hcmv3.HttpConnectionManager, h string) (
 				continue
 			}
 			action := a.GetAppendAction()
-			if a.GetAppend() != nil { // the deprecated bool decides when set
+			//lint:ignore SA1019 Envoy still reads the deprecated bool, and it decides when set
+			if app := a.GetAppend(); app != nil {
 				action = map[bool]corev3.HeaderValueOption_HeaderAppendAction{
 					true: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD, false: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
-				}[a.GetAppend().GetValue()]
+				}[app.GetValue()]
 			}
 			if action == corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD {
 				kept = false

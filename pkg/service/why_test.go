@@ -318,7 +318,7 @@ func TestSpan(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range sp.Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	for k, w := range map[string]string{AttrDomain: "edge", AttrRules: `["per-user"]`, AttrResults: `["ok","no_rule"]`, AttrCode: "OK",
 		AttrDegraded: "false", AttrStore: "memory", AttrStoreDuration: "0"} {
