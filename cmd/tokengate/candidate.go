@@ -58,7 +58,7 @@ func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometh
 	go func() {
 		defer w.Close()
 		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
-			clog.Error("candidate policy watcher stopped; the last candidate stays in shadow", slog.String("error", err.Error()))
+			clog.Error("candidate policy watcher stopped; the last candidate keeps being decided", slog.String("error", err.Error()))
 		}
 	}()
 	return &candidatePolicy{file: w, tracker: candidate.New(candidate.Options{Metrics: m, Clock: clk, Logger: clog})}, nil

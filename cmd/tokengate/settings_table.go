@@ -16,7 +16,7 @@ var settingsTable = []setting{
 		func(s *settings) *string { return &s.Config }).only(fromFlag | fromEnv),
 	opt("policy", "", "policy file or directory to serve and watch (default: the built-in policy, or with --xds-server the xDS server's)",
 		func(s *settings) *string { return &s.Policy }),
-	opt("candidate-policy", "", "candidate policy file or directory decided in shadow beside --policy on buckets of its own, never changing an answer (/debug/candidate, tokengate_candidate_*); watched like --policy: a bad file keeps the last good candidate, a missing one is no candidate",
+	opt("candidate-policy", "", "candidate policy file or directory decided beside --policy on buckets of its own, never changing an answer (/debug/candidate, tokengate_candidate_*); watched like --policy: a bad file keeps the last good candidate, a missing one is no candidate",
 		func(s *settings) *string { return &s.CandidatePolicy }),
 	opt("grpc-addr", ":8081", "gRPC listen address (ratelimit.v3, ext_authz, health, reflection)",
 		func(s *settings) *string { return &s.GRPCAddr }),

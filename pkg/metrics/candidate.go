@@ -35,7 +35,7 @@ func NewCandidate(reg prometheus.Registerer) *Candidate {
 	m := &Candidate{
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_candidate_decisions_total",
-			Help: "Descriptor decisions of the candidate policy in shadow, by domain, rule and result (the results of tokengate_decisions_total); they never change an answer.",
+			Help: "Descriptor decisions of the candidate policy, by domain, rule and result (the results of tokengate_decisions_total); they never change an answer.",
 		}, []string{"domain", "rule", "result"}),
 		Disagreements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_candidate_disagreements_total",
@@ -51,7 +51,7 @@ func NewCandidate(reg prometheus.Registerer) *Candidate {
 		}, []string{"result"}),
 		PolicyInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tokengate_candidate_policy_info",
-			Help: "The candidate policy in shadow: 1 for its revision and sha256; no series while there is none.",
+			Help: "The candidate policy decided beside the live one: 1 for its revision and sha256; no series while there is none.",
 		}, []string{"revision", "sha256"}),
 	}
 	reg.MustRegister(m.Decisions, m.Disagreements, m.Skipped, m.Reloads, m.PolicyInfo)
