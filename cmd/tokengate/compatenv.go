@@ -130,7 +130,13 @@ func compatAssign(e *compatEnv) []assignment {
 
 	set("http-addr", net.JoinHostPort(e.get("HOST"), e.port("PORT")), "HOST, PORT")
 	set("grpc-addr", net.JoinHostPort(e.get("GRPC_HOST"), e.port("GRPC_PORT")), "GRPC_HOST, GRPC_PORT")
-	set("debug-addr", net.JoinHostPort(e.get("DEBUG_HOST"), e.port("DEBUG_PORT")), "DEBUG_HOST, DEBUG_PORT")
+	// pprof and /rlconfig are for the pod's own debugging: on loopback
+	// unless DEBUG_HOST asks otherwise, where the reference binds 0.0.0.0.
+	debugHost := "127.0.0.1"
+	if e.isSet("DEBUG_HOST") {
+		debugHost = e.get("DEBUG_HOST")
+	}
+	set("debug-addr", net.JoinHostPort(debugHost, e.port("DEBUG_PORT")), "DEBUG_HOST, DEBUG_PORT")
 	set("log-level", compatLogLevel(e), "LOG_LEVEL")
 	set("log-format", map[bool]string{true: "json", false: "text"}[strings.EqualFold(e.get("LOG_FORMAT"), "json")], "LOG_FORMAT")
 

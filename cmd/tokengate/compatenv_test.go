@@ -43,13 +43,14 @@ func TestCompatEnvMapping(t *testing.T) {
 		not  []string          // flags that must not be given
 	}{
 		{"defaults", []string{subdir}, map[string]string{
-			"http-addr": "0.0.0.0:8080", "grpc-addr": "0.0.0.0:8081", "debug-addr": "0.0.0.0:6070",
+			"http-addr": "0.0.0.0:8080", "grpc-addr": "0.0.0.0:8081", "debug-addr": "127.0.0.1:6070",
 			"log-level": "warn", "log-format": "text", "store": "redis",
 			"policy":    "/srv/runtime_data/current/ratelimit/config",
 			"redis-url": "unix:///var/run/nutcracker/ratelimit.sock",
 		}, []string{"metrics-addr", "shadow-all", "limit-headers", "redis-tls", "redis-pool-size", "redis-password", "xds-server", "grpc-tls-cert-file", "ready-requires-store"}},
 		{"ports", []string{subdir, "HOST=127.0.0.1", "PORT=18080", "GRPC_HOST=::1", "GRPC_PORT=18081", "DEBUG_HOST=localhost", "DEBUG_PORT=16070"},
 			map[string]string{"http-addr": "127.0.0.1:18080", "grpc-addr": "[::1]:18081", "debug-addr": "localhost:16070"}, nil},
+		{"debug on every address, asked for", []string{subdir, "DEBUG_HOST=0.0.0.0"}, map[string]string{"debug-addr": "0.0.0.0:6070"}, nil},
 		{"runtime", []string{"RUNTIME_ROOT=/data", subdir, "RUNTIME_APPDIRECTORY=rl", "RUNTIME_WATCH_ROOT=false", "RUNTIME_IGNOREDOTFILES=true"},
 			map[string]string{"policy": "/data/ratelimit/rl"}, nil},
 		{"runtime without subdirectory, not watching the root", []string{"RUNTIME_ROOT=/data", "RUNTIME_WATCH_ROOT=false"},

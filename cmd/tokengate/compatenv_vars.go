@@ -12,7 +12,7 @@ var compatVars = []compatVar{
 	{"PORT", "8080", compatMapped, "`--http-addr`"},
 	{"GRPC_HOST", "0.0.0.0", compatMapped, "`--grpc-addr` GRPC_HOST:GRPC_PORT"},
 	{"GRPC_PORT", "8081", compatMapped, "`--grpc-addr`"},
-	{"DEBUG_HOST", "0.0.0.0", compatMapped, "`--debug-addr` DEBUG_HOST:DEBUG_PORT: /rlconfig, /debug/pprof/"},
+	{"DEBUG_HOST", "0.0.0.0", compatMapped, "`--debug-addr` DEBUG_HOST:DEBUG_PORT: /rlconfig, /debug/pprof/; unset, tokengate binds 127.0.0.1 (pprof and the policy are the pod's own business), where the reference binds 0.0.0.0"},
 	{"DEBUG_PORT", "6070", compatMapped, "`--debug-addr`"},
 	{"GRPC_UDS", "", compatUnsupported, "gRPC on a Unix socket; tokengate listens on TCP (GRPC_HOST, GRPC_PORT)"},
 	{"GRPC_MAX_CONNECTION_AGE", "24h", compatInert, "tokengate never closes a busy connection by age; it closes idle ones after 5 minutes"},
