@@ -20,6 +20,9 @@ test: deps lint
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime 8s ./pkg/server/
 	$(GO) test -run '^$$' -fuzz '^FuzzDescriptors$$' -fuzztime 8s ./pkg/frontdoor/spec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 8s ./pkg/policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompatTree$$' -fuzztime 8s ./pkg/policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime 8s ./pkg/policy/xds/
+	$(GO) test -run '^$$' -fuzz '^FuzzForwardAuthQuery$$' -fuzztime 8s ./pkg/frontdoor/
 	$(GO) test -run '^$$' -fuzz '^FuzzLuaMatchesBucket$$' -fuzztime 8s -fuzzminimizetime 1s ./pkg/store/redis/
 	cd tools && $(GO) test -count=1 ./...
 
