@@ -120,10 +120,7 @@ func (b *breaker) allow() (ticket, bool) {
 	if !b.open {
 		return ticket{started: now}, true
 	}
-	if b.probe != 0 && now >= b.probeBy {
-		// It failed at its deadline, when the backoff starts.
-		b.probeFailed(b.probeBy, "probe not reported within its timeout")
-	}
+	b.expire(now)
 	if b.probe != 0 || now < b.until {
 		return ticket{}, false
 	}
@@ -138,6 +135,7 @@ func (b *breaker) report(t ticket, o outcome, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clk.Now()
+	b.expire(now)
 	probe := t.probe != 0 && t.probe == b.probe
 	switch {
 	case o == succeeded:
@@ -151,6 +149,15 @@ func (b *breaker) report(t ticket, o outcome, err error) {
 		// A probe already given up on, or nothing learnt.
 	case t.started >= b.counted:
 		b.countFailure(now, err)
+	}
+}
+
+// expire fails the probe out if its ProbeTimeout has passed by now, at
+// its deadline, when its backoff starts; its report, if it comes, is then
+// a stale probe's.
+func (b *breaker) expire(now int64) {
+	if b.probe != 0 && now >= b.probeBy {
+		b.probeFailed(b.probeBy, "probe not reported within its timeout")
 	}
 }
 
@@ -203,8 +210,10 @@ func (b *breaker) backOff(now int64) time.Duration {
 func (b *breaker) reachable() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := b.clk.Now()
+	b.expire(now)
 	if b.open && b.probe == 0 {
-		b.until = b.clk.Now()
+		b.until = now
 	}
 }
 

@@ -234,7 +234,9 @@ func TestBreakerMachine(t *testing.T) {
 				tk := out[i]
 				out = append(out[:i], out[i+1:]...)
 				o := outcome(rapid.IntRange(int(succeeded), int(unsent)).Draw(rt, "outcome"))
-				wasProbe := tk.probe != 0 && tk.probe == b.probe
+				// The probe out, and not yet given up on (a report after
+				// ProbeTimeout is a stale probe's).
+				wasProbe := tk.probe != 0 && tk.probe == b.probe && clk.Now() < b.probeBy
 				b.report(tk, o, errDown)
 				_, open := b.openFor()
 				switch {
@@ -245,7 +247,7 @@ func TestBreakerMachine(t *testing.T) {
 						rt.Fatal("an unsent probe did not hand its turn to the next call")
 					} else {
 						// That call was let through: it is out too.
-						out = append(out, ticket{started: clk.Now(), probe: b.probe})
+						out, refusedSince = append(out, ticket{started: clk.Now(), probe: b.probe}), -1
 					}
 				case wasProbe && b.probe != 0:
 					rt.Fatal("a reported probe is still out")
