@@ -56,8 +56,12 @@ type Request struct {
 	Now int64
 	// ID, when not empty, makes the request idempotent: a repeat of an ID
 	// seen within the store's window that asks for the same buckets and
-	// costs gets the first answer and is charged nothing, at most
-	// MaxReplays times. A repeat asking for anything else is decided anew.
+	// costs (the same Fingerprint) gets the first answer and is charged
+	// nothing, at most MaxReplays times. The same ID asking for anything
+	// else is another request: decided anew and remembered apart, so that
+	// its own repeats replay it (a check and then its report, each
+	// retried, are each charged once). Every store keys its records by ID
+	// and Fingerprint.
 	//
 	// The service sets it to 16 bytes, a hash of the id the client sent
 	// (the first 128 bits of its SHA-256), never to the client's bytes: a

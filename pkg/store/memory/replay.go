@@ -46,20 +46,26 @@ const (
 // for n results (the capacity the allocator rounded the results up to).
 func entryBytes(n int) int { return answerBytes + mapEntryBytes + n*resultBytes }
 
-// replayID is a request id as the table keeps it.
+// replayID is a request id as the table keeps it: with what the request
+// asked for, so that one id asking for other buckets or costs (a check,
+// then its report) is remembered apart, each replayed on its own, as the
+// Redis store keys its records.
 type replayID [16]byte
 
-// idOf is req.ID as the table keeps it: the id itself when it is 16 bytes
-// (the service's hash), otherwise the first 16 bytes of its SHA-256.
-func idOf(id string) replayID {
-	var k replayID
-	if len(id) == len(k) {
-		copy(k[:], id)
-		return k
+// idOf is req.ID and the fingerprint of its items as the table keeps
+// them: the first 16 bytes of the SHA-256 of the id (hashed first when it
+// is not the service's 16-byte hash) and the fingerprint.
+func idOf(id string, fp [16]byte) replayID {
+	var buf [32]byte
+	if len(id) == 16 {
+		copy(buf[:], id)
+	} else {
+		sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(id), len(id)))
+		copy(buf[:], sum[:16])
 	}
-	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(id), len(id)))
-	copy(k[:], sum[:])
-	return k
+	copy(buf[16:], fp[:])
+	sum := sha256.Sum256(buf[:])
+	return replayID(sum[:16])
 }
 
 // replays remembers the answers of requests that carried an id.
@@ -118,12 +124,12 @@ func newReplaysBytes(maxIDs, maxBytes int, window int64) *replays {
 // across decide, so two concurrent requests with one id are decided once;
 // it is taken before any bucket lock (the fixed lock order).
 func (r *replays) do(req *store.Request, results []store.Result, decide func(*store.Request, []store.Result) store.Outcome) store.Outcome {
-	id := idOf(req.ID)
+	fp := store.Fingerprint(req.Items)
+	id := idOf(req.ID, fp)
 	sh := &r.shards[maphash.Bytes(r.seed, id[:])%replayShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.expire(req.Now)
-	fp := store.Fingerprint(req.Items)
 	if a, ok := sh.byID[id]; ok {
 		if a.fp != fp || a.left == 0 {
 			sh.refused++

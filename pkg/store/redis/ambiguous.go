@@ -28,9 +28,10 @@ package redis
 // requests, for at most lateWait plus a round trip); an "unknown" charge
 // stays; a refund request (negative cost) that was applied late is not
 // undone; and a request id whose answer was recorded by an earlier call
-// (a retry whose own call never ran) is taken for this call's, refunding
-// that earlier charge, or one whose call is still queued in Redis on
-// another connection is read before it runs. Cluster clients (no batching) send calls in the
+// of the same request (a retry, same buckets and costs, whose own call
+// never ran) is taken for this call's, refunding that earlier charge, or
+// one whose call is still queued in Redis on another connection is read
+// before it runs. Cluster clients (no batching) send calls in the
 // request's own deadline: their timeouts are counted, never reconciled.
 // tokengate_redis_ambiguous_total counts each outcome.
 

@@ -148,10 +148,13 @@ func (s *Store) bucketKey(t [16]byte) string {
 	return b.String()
 }
 
-// idKey is the Redis key of a request id's answer, in the slot of the
-// request's first bucket (so that the first call can check it).
-func (s *Store) idKey(t [16]byte, id string) string {
-	sum := sha256.Sum256([]byte(id))
+// idKey is the Redis key of a request id's answer to the request of
+// fingerprint fp (hex), in the slot of the request's first bucket (so
+// that the first call can check it). The fingerprint is part of the key,
+// as the memory store keys its table, so that one id asking for other
+// buckets or costs (a check, then its report) is remembered apart.
+func (s *Store) idKey(t [16]byte, id, fp string) string {
+	sum := sha256.Sum256([]byte(id + "\x00" + fp))
 	return s.bucketKey(t) + ":id:" + hex.EncodeToString(sum[:16])
 }
 

@@ -49,7 +49,7 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 		idMode, fp := idNone, ""
 		if g == 0 && req.ID != "" {
 			idMode, fp = idLast, fingerprint(req.Items)
-			keys = append(keys, s.idKey(raw[0], req.ID))
+			keys = append(keys, s.idKey(raw[0], req.ID, fp))
 		}
 		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), opReserve, now, idMode, len(idx), fp)
 		for _, i := range idx {

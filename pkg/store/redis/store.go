@@ -359,7 +359,7 @@ func (s *Store) decideArgs(req *store.Request, raw [][16]byte, now string) (keys
 	idMode, fp := idNone, ""
 	if req.ID != "" {
 		idMode, fp = idLast, fingerprint(req.Items)
-		keys = append(keys, s.idKey(raw[0], req.ID))
+		keys = append(keys, s.idKey(raw[0], req.ID, fp))
 	}
 	args = s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, now, idMode, len(req.Items), fp)
 	for i := range req.Items {
