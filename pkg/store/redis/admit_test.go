@@ -385,7 +385,8 @@ func TestAdmitOptions(t *testing.T) {
 // in a row; once room is back Redis decides again.
 func TestAdmitShedIsNotABreakerFailure(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv.Addr()), Options{Admission: AdmissionOptions{Budget: 4, Wait: time.Millisecond}})
+	// One failure would open the circuit.
+	s := newStore(t, newClient(t, srv.Addr()), Options{Admission: AdmissionOptions{Budget: 4, Wait: time.Millisecond}, Breaker: BreakerOptions{Failures: 1, Window: -1}})
 	v := storetest.Version(t, 1, 10, "1/s")
 	gate := s.admit
 	mustAcquire(t, gate, context.Background(), 4)
@@ -398,11 +399,8 @@ func TestAdmitShedIsNotABreakerFailure(t *testing.T) {
 	if n := testutil.ToFloat64(s.metrics.errors.WithLabelValues("shed")); n != 5 {
 		t.Fatalf("shed counted %v times, want 5", n)
 	}
-	s.breaker.mu.Lock()
-	fails, open := s.breaker.fails, s.breaker.open
-	s.breaker.mu.Unlock()
-	if fails != 0 || open {
-		t.Fatalf("shedding counted as breaker failures: %d, open %v", fails, open)
+	if _, open := s.breaker.OpenFor(); open {
+		t.Fatal("shedding counted as a breaker failure")
 	}
 	gate.release(4)
 	out, res := decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
@@ -431,9 +429,8 @@ func TestHeavyTimeoutIsNotABreakerFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := func() bool {
-		s.breaker.mu.Lock()
-		defer s.breaker.mu.Unlock()
-		return s.breaker.open
+		_, open := s.breaker.OpenFor()
+		return open
 	}
 	for range 4 {
 		if _, err := s.Decide(context.Background(), &store.Request{Items: heavy}, make([]store.Result, len(heavy))); !errors.Is(err, context.DeadlineExceeded) {

@@ -132,9 +132,10 @@
 // failures open a circuit breaker: calls fail at once with
 // store.ErrUnavailable for a backoff (100ms doubling to 5s, with jitter),
 // then one probe call tries Redis again; success closes it, and every
-// other way a probe ends reports back too (breaker.go), so that no stall
-// leaves the circuit open for ever. Health names an open circuit. What an answer
-// is while Redis fails is each rule's on_store_error (pkg/service). A call
+// other way a probe ends reports back too (internal/breaker; circuit.go
+// judges each call), so that no stall leaves the circuit open for ever.
+// Health names an open circuit. What an answer is while Redis fails is
+// each rule's on_store_error (pkg/service). A call
 // still out at its request's deadline may yet charge: ambiguous.go
 // refunds the charge of a request that on_store_error refused.
 //

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/redis/internal/breaker"
 )
 
 const minInt64 = math.MinInt64
@@ -49,7 +50,7 @@ type Options struct {
 	// suite); every process sharing a Redis must use the same clock, so a
 	// deployment never sets it.
 	RequestTime bool
-	// Breaker tunes the circuit breaker.
+	// Breaker tunes the circuit breaker (circuit.go).
 	Breaker BreakerOptions
 	// Admission bounds this replica's Redis work in flight, weighted by
 	// buckets, so that heavy requests cannot starve light ones (admit.go).
@@ -80,7 +81,7 @@ type Store struct {
 	cluster  bool
 	pid      string // this store's identity in buckets' version fields
 	versions versionCache
-	breaker  *breaker
+	breaker  *breaker.Breaker
 	metrics  *storeMetrics
 	// forgot is the latest cursor of a new bucket that was full and so
 	// not stored (RequestTime only; see doc.go).
@@ -146,7 +147,7 @@ func New(opts Options) (*Store, error) {
 		toleranceMs: strconv.FormatInt(max(opts.ClockStepTolerance.Milliseconds(), 1), 10),
 		pendingMs:   strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
 	}
-	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen, opts.Clock)
+	s.breaker = breaker.New(opts.Breaker, opts.Clock, circuitLog{opts.Logger, s.metrics.breakerOpen})
 	s.admit = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
 	s.deny = newDenyCache(opts.DenyCacheBytes, int64(opts.DenyCacheAge))
 	s.batch = newBatcher(s, opts.Batch)
@@ -195,7 +196,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redis: ping: %w", err)
 	}
-	s.breaker.reachable()
+	s.breaker.Reachable()
 	return nil
 }
 
@@ -207,7 +208,7 @@ func (s *Store) Health(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
 		return err
 	}
-	if d, open := s.breaker.openFor(); open {
+	if d, open := s.breaker.OpenFor(); open {
 		return fmt.Errorf("redis: %w: circuit open for %v: Redis answers pings, the next decision probes it", store.ErrUnavailable, d.Round(time.Millisecond))
 	}
 	return nil
@@ -237,40 +238,14 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 		return store.Outcome{}, s.shed(ctx, len(req.Items), err)
 	}
 	defer s.admit.release(len(req.Items))
-	t, ok := s.breaker.allow()
+	t, ok := s.breaker.Allow()
 	if !ok {
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()
 		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
 	}
 	out, err := s.decide(cctx, req, results, tags)
-	s.breaker.report(t, s.judge(ctx, err, len(req.Items)), err)
+	s.breaker.Report(t, s.judge(ctx, err, len(req.Items)), err)
 	return out, err
-}
-
-// judge says what a call's error tells of Redis, and counts the error.
-func (s *Store) judge(ctx context.Context, err error, items int) outcome {
-	switch {
-	case err == nil:
-		return succeeded
-	case errors.Is(err, errQueued):
-		// Never sent: it waited behind calls in flight, which say
-		// themselves whether Redis fails.
-		s.metrics.errors.WithLabelValues("queued").Inc()
-		return unsent
-	case ctx.Err() != nil:
-		// The caller gave up: not Redis's failure.
-		return unsent
-	case !errors.Is(err, context.DeadlineExceeded):
-		s.metrics.errors.WithLabelValues("error").Inc()
-		return failed
-	}
-	s.metrics.errors.WithLabelValues("timeout").Inc()
-	// A heavy request that times out says its own cost is high, not
-	// that Redis is down: light requests (and errors) open the breaker.
-	if s.admit.isHeavy(items) {
-		return inconclusive
-	}
-	return failed
 }
 
 // requestTags are the hash tags of a request's buckets.

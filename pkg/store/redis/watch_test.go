@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tokengate/tokengate/internal/redistest"
-	"github.com/tokengate/tokengate/pkg/clock"
 )
 
 // logBuffer collects a JSON slog handler's lines; safe for concurrent use.
@@ -115,46 +111,4 @@ func TestWatchStops(t *testing.T) {
 	}()
 	cancel()
 	<-done
-}
-
-// TestBreakerLogsChanges: the breaker logs opening and closing once each;
-// its failed probes while open log nothing at the info level.
-func TestBreakerLogsChanges(t *testing.T) {
-	clk := new(clock.Fake)
-	var logs logBuffer
-	b := newBreaker(BreakerOptions{Failures: 3, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
-		logs.logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
-	call := func(o outcome) {
-		if tk, ok := b.allow(); ok {
-			b.report(tk, o, errors.New("down"))
-		} else if o == succeeded {
-			t.Fatal("no call let through to succeed")
-		}
-	}
-	for range 3 {
-		call(failed)
-	}
-	for range 5 { // failed probes, each after its backoff and jitter
-		clk.Add(time.Second)
-		tk, ok := b.allow()
-		if !ok {
-			t.Fatal("no probe after the backoff")
-		}
-		b.report(tk, failed, errors.New("down"))
-	}
-	clk.Add(time.Second)
-	for range 3 {
-		call(succeeded)
-	}
-	for range 3 {
-		call(failed)
-	}
-	want := []string{
-		"redis failing: circuit open, on_store_error decides meanwhile",
-		"redis reachable again: circuit closed",
-		"redis failing: circuit open, on_store_error decides meanwhile",
-	}
-	if m := logs.messages(t); strings.Join(m, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("logged %q, want %q", m, want)
-	}
 }
