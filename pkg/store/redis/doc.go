@@ -127,17 +127,17 @@
 // buckets Redis has just rejected (deny.go says what that can get wrong,
 // and the bound). Every Decide that goes to Redis is admitted by a
 // per-replica budget of buckets in flight, in which heavy requests get
-// only a share (admit.go), and has a deadline (Options.Timeout, 15ms by
-// default, under Envoy's 20ms rate_limit timeout). Repeated
+// only a share (internal/admission), and has a deadline (Options.Timeout,
+// 15ms by default, under Envoy's 20ms rate_limit timeout). Repeated
 // failures open a circuit breaker: calls fail at once with
 // store.ErrUnavailable for a backoff (100ms doubling to 5s, with jitter),
 // then one probe call tries Redis again; success closes it, and every
-// other way a probe ends reports back too (internal/breaker; circuit.go
+// other way a probe ends reports back too (internal/breaker; guards.go
 // judges each call), so that no stall leaves the circuit open for ever.
 // Health names an open circuit. What an answer is while Redis fails is
-// each rule's on_store_error (pkg/service). A call
-// still out at its request's deadline may yet charge: ambiguous.go
-// refunds the charge of a request that on_store_error refused.
+// each rule's on_store_error (pkg/service). A call still out at its
+// request's deadline may yet charge: ambiguous.go refunds the charge of a
+// request that on_store_error refused.
 //
 // Store is safe for concurrent use.
 package redis

@@ -9,12 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tokengate/tokengate/internal/redistest"
-	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
-	"github.com/tokengate/tokengate/pkg/store/redis/internal/breaker"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
 
@@ -172,47 +168,5 @@ func TestBreakerRecoversAfterStall(t *testing.T) {
 	}
 	if err := try(light); err != nil {
 		t.Fatalf("a light request after the circuit closed: %v", err)
-	}
-}
-
-// TestBreakerLogsChanges: the breaker logs opening and closing once each;
-// its failed probes while open log nothing at the info level.
-func TestBreakerLogsChanges(t *testing.T) {
-	clk := new(clock.Fake)
-	var logs logBuffer
-	b := breaker.New(BreakerOptions{Failures: 3, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
-		clk, circuitLog{logs.logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})})
-	call := func(o breaker.Outcome) {
-		if tk, ok := b.Allow(); ok {
-			b.Report(tk, o, errors.New("down"))
-		} else if o == breaker.Succeeded {
-			t.Fatal("no call let through to succeed")
-		}
-	}
-	for range 3 {
-		call(breaker.Failed)
-	}
-	for range 5 { // failed probes, each after its backoff and jitter
-		clk.Add(time.Second)
-		tk, ok := b.Allow()
-		if !ok {
-			t.Fatal("no probe after the backoff")
-		}
-		b.Report(tk, breaker.Failed, errors.New("down"))
-	}
-	clk.Add(time.Second)
-	for range 3 {
-		call(breaker.Succeeded)
-	}
-	for range 3 {
-		call(breaker.Failed)
-	}
-	want := []string{
-		"redis failing: circuit open, on_store_error decides meanwhile",
-		"redis reachable again: circuit closed",
-		"redis failing: circuit open, on_store_error decides meanwhile",
-	}
-	if m := logs.messages(t); strings.Join(m, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("logged %q, want %q", m, want)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/redis/internal/admission"
 	"github.com/tokengate/tokengate/pkg/store/redis/internal/breaker"
 )
 
@@ -50,10 +51,10 @@ type Options struct {
 	// suite); every process sharing a Redis must use the same clock, so a
 	// deployment never sets it.
 	RequestTime bool
-	// Breaker tunes the circuit breaker (circuit.go).
+	// Breaker tunes the circuit breaker (guards.go).
 	Breaker BreakerOptions
 	// Admission bounds this replica's Redis work in flight, weighted by
-	// buckets, so that heavy requests cannot starve light ones (admit.go).
+	// buckets, so that heavy requests cannot starve light ones (guards.go).
 	Admission AdmissionOptions
 	// Batch tunes how concurrent requests share calls (batch.go).
 	Batch BatchOptions
@@ -86,10 +87,10 @@ type Store struct {
 	// forgot is the latest cursor of a new bucket that was full and so
 	// not stored (RequestTime only; see doc.go).
 	forgot              atomic.Int64
-	evalOnly            atomic.Bool // the server has no functions: call by EVALSHA (calls.go)
-	admit               *admission  // nil: admits everything (admit.go)
-	batch               *batcher    // nil: one call per request (batch.go)
-	deny                *denyCache  // nil: off (deny.go)
+	evalOnly            atomic.Bool     // the server has no functions: call by EVALSHA (calls.go)
+	admit               *admission.Gate // nil: admits everything
+	batch               *batcher        // nil: one call per request (batch.go)
+	deny                *denyCache      // nil: off (deny.go)
 	clock               sharedClock
 	windowMs, pendingMs string
 	toleranceMs         string
@@ -120,8 +121,8 @@ func New(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if err := opts.Admission.check(); err != nil {
-		return nil, err
+	if err := opts.Admission.Check(); err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
 	}
 	switch {
 	case opts.DenyCacheBytes == 0 && opts.RequestTime:
@@ -148,7 +149,7 @@ func New(opts Options) (*Store, error) {
 		pendingMs:   strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
 	}
 	s.breaker = breaker.New(opts.Breaker, opts.Clock, circuitLog{opts.Logger, s.metrics.breakerOpen})
-	s.admit = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
+	s.admit = admission.New(opts.Admission, opts.Timeout, s.metrics.inFlight.WithLabelValues("light"), s.metrics.inFlight.WithLabelValues("heavy"))
 	s.deny = newDenyCache(opts.DenyCacheBytes, int64(opts.DenyCacheAge))
 	s.batch = newBatcher(s, opts.Batch)
 	if opts.BatchWith != nil {
@@ -234,10 +235,10 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	defer cancel()
 	// Admitted before the breaker is asked, so that a half-open breaker's
 	// probe is never shed: it reaches Redis and reports back.
-	if err := s.admit.acquire(cctx, len(req.Items)); err != nil {
+	if err := s.admit.Acquire(cctx, len(req.Items)); err != nil {
 		return store.Outcome{}, s.shed(ctx, len(req.Items), err)
 	}
-	defer s.admit.release(len(req.Items))
+	defer s.admit.Release(len(req.Items))
 	t, ok := s.breaker.Allow()
 	if !ok {
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()

@@ -1,15 +1,30 @@
 package redis
 
+// Guards: Decide's two guards of Redis: admission, a bound on the work in flight
+// (internal/admission), and the circuit breaker (internal/breaker). A
+// call is admitted before the breaker is asked, so that a half-open
+// breaker's probe is never shed.
+
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/redis/internal/admission"
 	"github.com/tokengate/tokengate/pkg/store/redis/internal/breaker"
 )
+
+// AdmissionOptions bound the Redis work one Store (one replica) has in
+// flight, weighted by buckets (package admission, which states each
+// field's default). A request not admitted in time is shed: an error
+// wrapping store.ErrUnavailable, counted as reason "shed", and no breaker
+// failure (the client is expensive, Redis is not down).
+type AdmissionOptions = admission.Options
 
 // BreakerOptions tune the circuit breaker that stops a Store from
 // hammering a Redis that is down (package breaker, which states each
@@ -17,6 +32,16 @@ import (
 // became of its call (Store.judge): an answer, a failure, a heavy request
 // that timed out (inconclusive), or a call never sent.
 type BreakerOptions = breaker.Options
+
+// shed is Decide's error for a request of n items that was not admitted
+// (err is from Acquire), counted as "shed" unless the caller gave up. It
+// is not a breaker failure: Redis did not fail, it was kept from overload.
+func (s *Store) shed(ctx context.Context, n int, err error) error {
+	if ctx.Err() == nil {
+		s.metrics.errors.WithLabelValues("shed").Inc()
+	}
+	return fmt.Errorf("redis: %w: shed: no room for %d items among the work in flight: %w", store.ErrUnavailable, n, err)
+}
 
 // judge says what a call's error tells of Redis, and counts the error.
 func (s *Store) judge(ctx context.Context, err error, items int) breaker.Outcome {
@@ -38,7 +63,7 @@ func (s *Store) judge(ctx context.Context, err error, items int) breaker.Outcome
 	s.metrics.errors.WithLabelValues("timeout").Inc()
 	// A heavy request that times out says its own cost is high, not
 	// that Redis is down: light requests (and errors) open the breaker.
-	if s.admit.isHeavy(items) {
+	if s.admit.IsHeavy(items) {
 		return breaker.Inconclusive
 	}
 	return breaker.Failed
