@@ -19,6 +19,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/store/local"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 	"github.com/tokengate/tokengate/pkg/store/redis"
+	"github.com/tokengate/tokengate/pkg/store/redis/redisconn"
 )
 
 // redisSettings are the --redis-* knobs of --store redis. The password is
@@ -57,6 +58,13 @@ type redisSettings struct {
 	// WatchEvery is how often Redis is pinged to log it lost or back,
 	// traffic or not (redisWatchEvery; not a flag, tests shorten it).
 	WatchEvery time.Duration
+}
+
+// redisFlags are the flags of the redisconn.Config fields that Dial's
+// errors name, so that they name what a user of tokengate sets.
+var redisFlags = map[string]string{
+	"Addr": "--redis-addr", "URL": "--redis-url", "CAFile": "--redis-ca-file",
+	"CertFile": "--redis-cert-file", "KeyFile": "--redis-key-file", "Cluster": "--redis-cluster",
 }
 
 // redisWatchEvery pings Redis once a second: a change is logged within a
@@ -133,8 +141,8 @@ type backend struct {
 // be reached at start, tokengate serves anyway (degraded, every rule's
 // on_store_error answering) and keeps connecting in the background, so
 // that replicas started during an outage recover when Redis returns; but a
-// setting no retry can fix (redis.ErrConfig: a bad CA file, TLS on one side
-// only, a wrong password, ...) stops the start, naming it. Once
+// setting no retry can fix (redisconn.ErrConfig: a bad CA file, TLS on one
+// side only, a wrong password, ...) stops the start, naming its flag. Once
 // connected, Redis's memory settings are checked once (checkRedisLimits),
 // and the store's Watch logs Redis lost and back until ctx ends or the
 // backend is closed.
@@ -153,13 +161,13 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		return nil, err
 	}
 	go budget.Run(ctx, s.JanitorInterval)
-	cfg := redis.Config{
+	cfg := redisconn.Config{
 		Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
 		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster, CAFile: r.CAFile,
-		TLS: r.TLS, CertFile: r.CertFile, KeyFile: r.KeyFile, Username: r.Username,
+		TLS: r.TLS, CertFile: r.CertFile, KeyFile: r.KeyFile, Username: r.Username, Names: redisFlags,
 	}
 	connect := func() (*connected, error) {
-		client, err := redis.Dial(cfg)
+		client, err := redisconn.Dial(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("--store redis: %w", err)
 		}
@@ -185,7 +193,7 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		return c, nil
 	}
 	c, err := connect()
-	if errors.Is(err, redis.ErrConfig) {
+	if errors.Is(err, redisconn.ErrConfig) {
 		return nil, err
 	}
 	// Closing the backend ends the watch before it closes the client, so
@@ -243,10 +251,10 @@ func checkRedisLimits(ctx context.Context, st *redis.Store, log *slog.Logger) {
 		return // closed meanwhile: nothing to say about Redis
 	}
 	switch l.Verdict {
-	case redis.LimitsUnsafe:
+	case redisconn.LimitsUnsafe:
 		log.Warn("redis does not bound tokengate's keys safely: a flood of distinct keys can fill its memory or evict drained buckets (which then come back full); set maxmemory and maxmemory-policy volatile-ttl",
 			slog.String("reasons", strings.Join(l.Reasons(), ",")), slog.String("nodes", l.String()))
-	case redis.LimitsUnknown:
+	case redisconn.LimitsUnknown:
 		log.Info("redis memory settings not checked (CONFIG GET refused or failed): make sure maxmemory is set and maxmemory-policy is volatile-ttl",
 			slog.String("nodes", l.String()))
 	default:

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tokengate/tokengate/internal/logtest"
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -93,9 +94,9 @@ func TestHeavyTimeoutIsNotABreakerFailure(t *testing.T) {
 // its failed probes while open log nothing at the info level.
 func TestBreakerLogsChanges(t *testing.T) {
 	clk := new(clock.Fake)
-	var logs logBuffer
+	var logs logtest.Recorder
 	b := breaker.New(BreakerOptions{Failures: 3, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
-		clk, circuitLog{logs.logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})})
+		clk, circuitLog{logs.Logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})})
 	call := func(o breaker.Outcome) {
 		if tk, ok := b.Allow(); ok {
 			b.Report(tk, o, errors.New("down"))
@@ -126,7 +127,7 @@ func TestBreakerLogsChanges(t *testing.T) {
 		"redis reachable again: circuit closed",
 		"redis failing: circuit open, on_store_error decides meanwhile",
 	}
-	if m := logs.messages(t); strings.Join(m, "\n") != strings.Join(want, "\n") {
+	if m := logs.Messages(); strings.Join(m, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("logged %q, want %q", m, want)
 	}
 }

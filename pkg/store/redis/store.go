@@ -26,8 +26,8 @@ const minInt64 = math.MinInt64
 // Options configure a Store. Client is required; zero fields take the
 // defaults in brackets.
 type Options struct {
-	// Client talks to Redis: a single node, Sentinel or Cluster (see Dial).
-	// The Store does not close it.
+	// Client talks to Redis: a single node, Sentinel or Cluster (see
+	// redisconn.Dial). The Store does not close it.
 	Client rueidis.Client
 	// KeyPrefix starts every key the store writes ["tokengate:"].
 	KeyPrefix string
@@ -178,42 +178,6 @@ func (s *Store) Prepare(ctx context.Context) error {
 
 // Cluster reports whether the client talks to a Redis Cluster.
 func (s *Store) Cluster() bool { return s.cluster }
-
-// Ping checks that Redis answers, for readiness; it bypasses the breaker
-// and, when Redis answers, lets the breaker try again at once.
-func (s *Store) Ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, 250*time.Millisecond))
-	defer cancel()
-	var err error
-	if s.cluster {
-		for addr, n := range s.client.Nodes() {
-			if e := n.Do(ctx, n.B().Ping().Build()).Error(); e != nil {
-				err = errors.Join(err, fmt.Errorf("%s: %w", addr, e))
-			}
-		}
-	} else {
-		err = s.client.Do(ctx, s.client.B().Ping().Build()).Error()
-	}
-	if err != nil {
-		return fmt.Errorf("redis: ping: %w", err)
-	}
-	s.breaker.Reachable()
-	return nil
-}
-
-// Health reports why the store cannot decide now, nil when it can: Redis
-// answers a ping and the circuit is closed. A good ping lets an open
-// circuit probe with the next call, which closes it when Redis answers;
-// until then decisions are on_store_error's, and Health says so.
-func (s *Store) Health(ctx context.Context) error {
-	if err := s.Ping(ctx); err != nil {
-		return err
-	}
-	if d, open := s.breaker.OpenFor(); open {
-		return fmt.Errorf("redis: %w: circuit open for %v: Redis answers pings, the next decision probes it", store.ErrUnavailable, d.Round(time.Millisecond))
-	}
-	return nil
-}
 
 // Decide implements store.Store: one call (FCALL, often shared with
 // concurrent requests: batch.go) for a request whose buckets share a hash
