@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"strconv"
 	"sync/atomic"
@@ -15,65 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
-	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/redis/internal/admission"
 	"github.com/tokengate/tokengate/pkg/store/redis/internal/breaker"
 )
 
 const minInt64 = math.MinInt64
-
-// Options configure a Store. Client is required; zero fields take the
-// defaults in brackets.
-type Options struct {
-	// Client talks to Redis: a single node, Sentinel or Cluster (see
-	// redisconn.Dial). The Store does not close it.
-	Client rueidis.Client
-	// KeyPrefix starts every key the store writes ["tokengate:"].
-	KeyPrefix string
-	// Timeout bounds one Decide, round trips included [15ms]: under
-	// Envoy's rate_limit filter timeout (20ms by default) with room for
-	// the gRPC round trip, so that on_store_error answers in time.
-	Timeout time.Duration
-	// ReplayWindow is how long a request id's answer is kept [30s].
-	ReplayWindow time.Duration
-	// Clock is the clock Request.Now is read on [clock.NewMonotonic()];
-	// the store maps it onto the replicas' shared clock (clock.go).
-	Clock clock.Clock
-	// ClockStepTolerance is the largest forward step of the Redis host's
-	// wall clock that no bucket's key is expired early by (a key that
-	// expired before its bucket was full would hand out a fresh bucket)
-	// [6h]: every key lives that long past its bucket's full instant, up
-	// to twice that.
-	ClockStepTolerance time.Duration
-	// RequestTime decides at Request.Now instead of the shared clock, and keeps
-	// keys with no TTL. It is for tests that drive time (the conformance
-	// suite); every process sharing a Redis must use the same clock, so a
-	// deployment never sets it.
-	RequestTime bool
-	// Breaker tunes the circuit breaker (guards.go).
-	Breaker BreakerOptions
-	// Admission bounds this replica's Redis work in flight, weighted by
-	// buckets, so that heavy requests cannot starve light ones (guards.go).
-	Admission AdmissionOptions
-	// Batch tunes how concurrent requests share calls (batch.go).
-	Batch BatchOptions
-	// BatchWith, when set, is a Store on the same Client whose batches
-	// this one's calls join (Batch is then unused): a candidate policy's
-	// store, say, whose decisions then share the live store's calls.
-	BatchWith *Store
-	// DenyCacheBytes bounds the snapshots of rejected buckets kept to
-	// answer over-limit requests without Redis (deny.go) [1 MiB; off with
-	// RequestTime]; < 0 turns the cache off.
-	DenyCacheBytes int
-	// DenyCacheAge is how long a snapshot answers at most [1s]: the
-	// longest a refund or policy change made through another replica can
-	// go unseen here.
-	DenyCacheAge time.Duration
-	// Registerer, when set, receives the store's metrics.
-	Registerer prometheus.Registerer
-	Logger     *slog.Logger // [slog.Default()]
-}
 
 // Store is the Redis store. It is safe for concurrent use.
 type Store struct {
@@ -103,38 +49,9 @@ func New(opts Options) (*Store, error) {
 	if opts.Client == nil {
 		return nil, errors.New("redis: Options.Client is required")
 	}
-	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = "tokengate:"
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 15 * time.Millisecond
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.NewMonotonic()
-	}
-	if opts.ClockStepTolerance <= 0 {
-		opts.ClockStepTolerance = 6 * time.Hour
-	}
-	if opts.ReplayWindow <= 0 {
-		opts.ReplayWindow = 30 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if err := opts.Admission.Check(); err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	switch {
-	case opts.DenyCacheBytes == 0 && opts.RequestTime:
-		// Tests that drive time run it backwards, where a local answer
-		// (a cursor not advanced in Redis) leaves fewer tokens than the
-		// memory store would: off, unless a test asks for it.
-		opts.DenyCacheBytes = -1
-	case opts.DenyCacheBytes == 0:
-		opts.DenyCacheBytes = 1 << 20
-	}
-	if opts.DenyCacheAge <= 0 {
-		opts.DenyCacheAge = time.Second
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	var id [8]byte
 	rand.Read(id[:])
