@@ -49,7 +49,7 @@ func TestSettingsNewRedisOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := s.Redis.storeOptions(nil, s.ReplayWindow, clock.NewMonotonic(), nil, nil)
+	o := s.Redis.storeOptions(s.ReplayWindow, clock.NewMonotonic(), nil, nil)
 	if a := o.Admission; a.Budget != 512 || a.HeavyShare != 0.5 || a.Light != 8 || a.Wait != 0 ||
 		o.DenyCacheBytes != 1<<20 || o.DenyCacheAge != time.Second || o.ClockStepTolerance != 6*time.Hour {
 		t.Fatalf("defaults: %+v, deny cache %d %v, tolerance %v", a, o.DenyCacheBytes, o.DenyCacheAge, o.ClockStepTolerance)
@@ -60,7 +60,7 @@ func TestSettingsNewRedisOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o = s.Redis.storeOptions(nil, s.ReplayWindow, clock.NewMonotonic(), nil, nil)
+	o = s.Redis.storeOptions(s.ReplayWindow, clock.NewMonotonic(), nil, nil)
 	if a := o.Admission; a.Budget != -1 || a.HeavyShare != 0.25 || a.Light != 2 || a.Wait != 5*time.Millisecond ||
 		o.DenyCacheBytes != -1 || o.DenyCacheAge != 250*time.Millisecond || o.ClockStepTolerance != time.Hour {
 		t.Fatalf("set: %+v, deny cache %d %v, tolerance %v", a, o.DenyCacheBytes, o.DenyCacheAge, o.ClockStepTolerance)

@@ -2,6 +2,17 @@
 // quota: bucket state lives in Redis (single node, Sentinel or Cluster;
 // Valkey works too) and is exactly as exact as the memory store.
 //
+// # Opening
+//
+// Open (open.go) dials Redis and returns a store that serves errors
+// wrapping store.ErrUnavailable until it has connected, connecting in the
+// background while Redis is down, and a candidate policy's store on the
+// same client; New is a Store on a client the caller dialled. Connecting,
+// the check of Redis's memory settings and the watch of its reachability
+// are package redisconn's, which knows a client and nothing of the store;
+// Decide's two guards, a bound on the work in flight and the circuit
+// breaker, are internal/admission and internal/breaker (guards.go).
+//
 // # One call per request
 //
 // A request's whole decision (every bucket: version transition, refill,
@@ -139,5 +150,5 @@
 // request's deadline may yet charge: ambiguous.go refunds the charge of a
 // request that on_store_error refused.
 //
-// Store is safe for concurrent use.
+// Store and Lazy are safe for concurrent use.
 package redis

@@ -31,7 +31,8 @@ type Config struct {
 	// of two; commands are pipelined over them [0: the client's default,
 	// 4 per node, 1 per Cluster node].
 	PoolSize int
-	// DialTimeout bounds connecting and detects a dead connection [1s].
+	// DialTimeout bounds connecting and detects a dead connection
+	// [DefaultDialTimeout].
 	DialTimeout time.Duration
 	// SentinelMaster names the master set; Addr then lists Sentinels.
 	SentinelMaster string
@@ -53,6 +54,9 @@ type Config struct {
 	// users know its flags); a field it leaves out is called by its name.
 	Names map[string]string
 }
+
+// DefaultDialTimeout is Config.DialTimeout's default.
+const DefaultDialTimeout = time.Second
 
 // name is what errors call the field of Config named field.
 func (cfg Config) name(field string) string {
@@ -166,7 +170,7 @@ func (cfg Config) clientOption() (rueidis.ClientOption, error) {
 	}
 	d := cfg.DialTimeout
 	if d <= 0 {
-		d = time.Second
+		d = DefaultDialTimeout
 	}
 	opt.Dialer.Timeout = d
 	opt.ConnWriteTimeout = d
