@@ -97,23 +97,18 @@ func (r redisSettings) check() error {
 	return nil
 }
 
-// storeOptions are the options of the Redis store. A setting of 0 that
-// turns a feature off is the store's -1.
+// storeOptions are the options of the Redis store. A setting of 0 turns
+// its feature off there too; each is set, so the store's defaults (its
+// nil) never apply.
 func (r redisSettings) storeOptions(replayWindow time.Duration, clk clock.Clock, reg prometheus.Registerer, log *slog.Logger) redis.Options {
-	off := func(n int) int {
-		if n == 0 {
-			return -1
-		}
-		return n
-	}
 	return redis.Options{
 		KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, ReplayWindow: replayWindow,
 		ClockStepTolerance: r.ClockStepTolerance,
 		Admission: redis.AdmissionOptions{
-			Budget: off(r.AdmissionBudget), HeavyShare: r.AdmissionHeavyShare, Light: r.AdmissionLight, Wait: r.AdmissionWait,
+			Budget: new(r.AdmissionBudget), HeavyShare: r.AdmissionHeavyShare, Light: r.AdmissionLight, Wait: r.AdmissionWait,
 		},
-		DenyCacheBytes: off(r.DenyCacheBytes), DenyCacheAge: r.DenyCacheAge,
-		Batch: redis.BatchOptions{MaxInFlight: off(r.BatchInFlight), MaxItems: r.BatchMaxItems},
+		DenyCacheBytes: new(r.DenyCacheBytes), DenyCacheAge: r.DenyCacheAge,
+		Batch: redis.BatchOptions{MaxInFlight: new(r.BatchInFlight), MaxItems: r.BatchMaxItems},
 		Clock: clk, Registerer: reg, Logger: log,
 	}
 }

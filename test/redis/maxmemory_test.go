@@ -138,7 +138,7 @@ func newFlood(t *testing.T, maxMemory int, policy string) *flood {
 	}
 	t.Cleanup(c.Close)
 	clk := clock.NewMonotonic()
-	st, err := rstore.New(rstore.Options{Client: c, Clock: clk, Timeout: 5 * time.Second, DenyCacheBytes: -1})
+	st, err := rstore.New(rstore.Options{Client: c, Clock: clk, Timeout: 5 * time.Second, DenyCacheBytes: new(0)})
 	if err != nil {
 		t.Fatal(err)
 	}

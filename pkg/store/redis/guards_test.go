@@ -25,7 +25,7 @@ import (
 func TestAdmitShedIsNotABreakerFailure(t *testing.T) {
 	srv := redistest.Start(t)
 	// One failure would open the circuit.
-	s := newStore(t, newClient(t, srv.Addr()), Options{Admission: AdmissionOptions{Budget: 4, Wait: time.Millisecond}, Breaker: BreakerOptions{Failures: 1, Window: -1}})
+	s := newStore(t, newClient(t, srv.Addr()), Options{Admission: AdmissionOptions{Budget: new(4), Wait: time.Millisecond}, Breaker: BreakerOptions{Failures: 1, Window: new(time.Duration(0))}})
 	v := storetest.Version(t, 1, 10, "1/s")
 	if err := s.admit.Acquire(context.Background(), 4); err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestAdmitShedIsNotABreakerFailure(t *testing.T) {
 func TestHeavyTimeoutIsNotABreakerFailure(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
-	s := newStore(t, c, Options{Timeout: 20 * time.Millisecond, Breaker: BreakerOptions{Failures: 2, Window: -1}})
+	s := newStore(t, c, Options{Timeout: 20 * time.Millisecond, Breaker: BreakerOptions{Failures: 2, Window: new(time.Duration(0))}})
 	v := storetest.Version(t, 1, 10, "1/s")
 	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // anchors the clock, loads the code
 	heavy := make([]store.Item, 16)
@@ -95,7 +95,7 @@ func TestHeavyTimeoutIsNotABreakerFailure(t *testing.T) {
 func TestBreakerLogsChanges(t *testing.T) {
 	clk := new(clock.Fake)
 	var logs logtest.Recorder
-	b := breaker.New(BreakerOptions{Failures: 3, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
+	b := breaker.New(BreakerOptions{Failures: 3, Window: new(time.Duration(0)), MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
 		clk, circuitLog{logs.Logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})})
 	call := func(o breaker.Outcome) {
 		if tk, ok := b.Allow(); ok {

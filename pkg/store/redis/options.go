@@ -13,6 +13,13 @@ import (
 
 // Options configure a Store. Client is required; zero fields take the
 // defaults in brackets.
+//
+// What can be turned off is off at 0, as in tokengate serve's flags: the
+// admission budget (Admission.Budget), batching (Batch.MaxInFlight), the
+// deny cache (DenyCacheBytes) and the breaker's window (Breaker.Window).
+// Their zero must still be the default, so each is a pointer: nil takes
+// the default, a pointer to 0 turns it off (new(0) makes one), a pointer
+// to any other value sets it. None may be negative.
 type Options struct {
 	// Client talks to Redis: a single node, Sentinel or Cluster (see
 	// redisconn.Dial). The Store does not close it.
@@ -51,9 +58,9 @@ type Options struct {
 	// store, say, whose decisions then share the live store's calls.
 	BatchWith *Store
 	// DenyCacheBytes bounds the snapshots of rejected buckets kept to
-	// answer over-limit requests without Redis (deny.go) [1 MiB; off with
-	// RequestTime]; < 0 turns the cache off.
-	DenyCacheBytes int
+	// answer over-limit requests without Redis (deny.go) [nil: 1 MiB, or
+	// off with RequestTime]; 0 turns the cache off.
+	DenyCacheBytes *int
 	// DenyCacheAge is how long a snapshot answers at most [1s]: the
 	// longest a refund or policy change made through another replica can
 	// go unseen here.
@@ -86,14 +93,25 @@ func (o Options) withDefaults() (Options, error) {
 	if err := o.Admission.Check(); err != nil {
 		return o, fmt.Errorf("redis: %w", err)
 	}
+	if err := o.Breaker.Check(); err != nil {
+		return o, fmt.Errorf("redis: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		n    *int
+	}{{"DenyCacheBytes", o.DenyCacheBytes}, {"Batch.MaxInFlight", o.Batch.MaxInFlight}} {
+		if f.n != nil && *f.n < 0 {
+			return o, fmt.Errorf("redis: %s %d: want 0 for off, or more", f.name, *f.n)
+		}
+	}
 	switch {
-	case o.DenyCacheBytes == 0 && o.RequestTime:
+	case o.DenyCacheBytes == nil && o.RequestTime:
 		// Tests that drive time run it backwards, where a local answer
 		// (a cursor not advanced in Redis) leaves fewer tokens than the
 		// memory store would: off, unless a test asks for it.
-		o.DenyCacheBytes = -1
-	case o.DenyCacheBytes == 0:
-		o.DenyCacheBytes = 1 << 20
+		o.DenyCacheBytes = new(0)
+	case o.DenyCacheBytes == nil:
+		o.DenyCacheBytes = new(1 << 20)
 	}
 	if o.DenyCacheAge <= 0 {
 		o.DenyCacheAge = time.Second

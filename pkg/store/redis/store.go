@@ -67,7 +67,7 @@ func New(opts Options) (*Store, error) {
 	}
 	s.breaker = breaker.New(opts.Breaker, opts.Clock, circuitLog{opts.Logger, s.metrics.breakerOpen})
 	s.admit = admission.New(opts.Admission, opts.Timeout, s.metrics.inFlight.WithLabelValues("light"), s.metrics.inFlight.WithLabelValues("heavy"))
-	s.deny = newDenyCache(opts.DenyCacheBytes, int64(opts.DenyCacheAge))
+	s.deny = newDenyCache(*opts.DenyCacheBytes, int64(opts.DenyCacheAge))
 	s.batch = newBatcher(s, opts.Batch)
 	if opts.BatchWith != nil {
 		s.batch = opts.BatchWith.batch

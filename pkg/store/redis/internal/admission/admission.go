@@ -12,11 +12,12 @@ import (
 )
 
 // Options bound the work one Gate has in flight; zero fields take the
-// defaults in brackets.
+// defaults in brackets, but Budget, which can turn admission off, is set
+// by a pointer: nil for the default, a pointer to 0 for off.
 type Options struct {
-	// Budget is the most items (buckets) of all requests in flight [512];
-	// below zero, admission is off.
-	Budget int
+	// Budget is the most items (buckets) of all requests in flight [nil:
+	// 512]; 0 turns admission off.
+	Budget *int
 	// HeavyShare is the fraction of Budget that heavy requests may hold
 	// together, in (0, 1] [0.5]. At 1 light requests have no reserve.
 	HeavyShare float64
@@ -31,6 +32,9 @@ type Options struct {
 
 // Check says what is wrong with o, nil when nothing is.
 func (o Options) Check() error {
+	if o.Budget != nil && *o.Budget < 0 {
+		return fmt.Errorf("admission: budget %d: want a number of items, or 0 for off", *o.Budget)
+	}
 	if o.HeavyShare < 0 || o.HeavyShare > 1 || math.IsNaN(o.HeavyShare) || o.Light < 0 || o.Wait < 0 {
 		return fmt.Errorf("admission: heavy share %v (want a fraction in (0, 1], 0 for the default), light %d, wait %v (want >= 0)", o.HeavyShare, o.Light, o.Wait)
 	}
@@ -65,15 +69,16 @@ type waiter struct {
 	ready chan struct{}
 }
 
-// New returns the gate for o (checked), or nil when o.Budget < 0;
+// New returns the gate for o (checked), or nil when its Budget is 0;
 // timeout is the callers' deadline, of which o.Wait defaults to half.
 // lightGauge and heavyGauge are set to the items in flight of each class.
 func New(o Options, timeout time.Duration, lightGauge, heavyGauge prometheus.Gauge) *Gate {
-	if o.Budget < 0 {
-		return nil
+	budget := 512
+	if o.Budget != nil {
+		budget = *o.Budget
 	}
-	if o.Budget == 0 {
-		o.Budget = 512
+	if budget == 0 {
+		return nil
 	}
 	if o.HeavyShare == 0 {
 		o.HeavyShare = 0.5
@@ -84,7 +89,7 @@ func New(o Options, timeout time.Duration, lightGauge, heavyGauge prometheus.Gau
 	if o.Wait == 0 {
 		o.Wait = timeout / 2
 	}
-	return &Gate{budget: o.Budget, light: o.Light, wait: o.Wait, heavyCap: max(1, int(float64(o.Budget)*o.HeavyShare)),
+	return &Gate{budget: budget, light: o.Light, wait: o.Wait, heavyCap: max(1, int(float64(budget)*o.HeavyShare)),
 		gauges: [2]prometheus.Gauge{lightGauge, heavyGauge}}
 }
 

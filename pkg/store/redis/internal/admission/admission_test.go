@@ -131,7 +131,7 @@ func TestAdmitLightWhileHeavyFull(t *testing.T) {
 // random, some with ended contexts; the items held never pass the budget
 // nor the heavy share, and everything is given back at the end.
 func TestAdmitHeavyShareUnderConcurrency(t *testing.T) {
-	a, _ := testAdmission(t, Options{Budget: 64, HeavyShare: 0.5, Light: 4})
+	a, _ := testAdmission(t, Options{Budget: new(64), HeavyShare: 0.5, Light: 4})
 	a.waits = nil
 	var held [2]atomic.Int64
 	var wg sync.WaitGroup
@@ -182,7 +182,7 @@ func TestAdmitInOrder(t *testing.T) {
 		{name: "heavy", lightMax: 1, hold: []int{2, 2, 2, 2}, first: 6, next: 2, class: heavy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, queued := testAdmission(t, Options{Budget: 8, HeavyShare: 1, Light: tc.lightMax})
+			a, queued := testAdmission(t, Options{Budget: new(8), HeavyShare: 1, Light: tc.lightMax})
 			for _, n := range tc.hold {
 				mustAcquire(t, a, context.Background(), n)
 			}
@@ -224,7 +224,7 @@ func TestAdmitInOrder(t *testing.T) {
 // waits Wait, returns the context's error at once and holds nothing; the
 // waiters behind it are let in if they now fit.
 func TestAdmitDeadlineWhileWaiting(t *testing.T) {
-	opts := Options{Budget: 16, HeavyShare: 0.5, Light: 1} // 8 heavy items
+	opts := Options{Budget: new(16), HeavyShare: 0.5, Light: 1} // 8 heavy items
 	t.Run("cancelled", func(t *testing.T) {
 		a, queued := testAdmission(t, opts)
 		mustAcquire(t, a, context.Background(), 8)
@@ -284,7 +284,7 @@ func TestAdmitDeadlineWhileWaiting(t *testing.T) {
 // TestAdmitReleaseNeverNegative: releases that were never acquired leave
 // nothing below zero, and the budget binds as before.
 func TestAdmitReleaseNeverNegative(t *testing.T) {
-	a, _ := testAdmission(t, Options{Budget: 16, Light: 4})
+	a, _ := testAdmission(t, Options{Budget: new(16), Light: 4})
 	a.Release(1)
 	a.Release(64)
 	mustAcquire(t, a, context.Background(), 3)
@@ -311,7 +311,7 @@ func TestAdmitModel(t *testing.T) {
 		budget := rapid.IntRange(1, 64).Draw(rt, "budget")
 		share := rapid.Float64Range(0.01, 1).Draw(rt, "share")
 		lightMax := rapid.IntRange(1, 8).Draw(rt, "light")
-		a := New(Options{Budget: budget, HeavyShare: share, Light: lightMax}, time.Hour, gauge(), gauge())
+		a := New(Options{Budget: new(budget), HeavyShare: share, Light: lightMax}, time.Hour, gauge(), gauge())
 		heavyCap := max(1, int(float64(budget)*share))
 		var model [2]int
 		var held []int
@@ -352,27 +352,27 @@ func TestAdmitOptions(t *testing.T) {
 	if a.budget != 512 || a.heavyCap != 256 || a.light != 8 || a.wait != 5*time.Millisecond {
 		t.Fatalf("defaults: budget %d heavy %d light %d wait %v", a.budget, a.heavyCap, a.light, a.wait)
 	}
-	a = New(Options{Budget: 8, HeavyShare: 0.25}, time.Second, gauge(), gauge())
+	a = New(Options{Budget: new(8), HeavyShare: 0.25}, time.Second, gauge(), gauge())
 	if c, w := a.weigh(64); c != heavy || w != 2 {
 		t.Fatalf("64 items with a heavy share of 2: class %d weight %d", c, w)
 	}
 	if c, w := a.weigh(4); c != light || w != 4 {
 		t.Fatalf("4 items: class %d weight %d", c, w)
 	}
-	off := New(Options{Budget: -1}, time.Second, gauge(), gauge())
+	off := New(Options{Budget: new(0)}, time.Second, gauge(), gauge())
 	if off != nil {
-		t.Fatal("Budget < 0 did not turn admission off")
+		t.Fatal("Budget 0 did not turn admission off")
 	}
 	if err := off.Acquire(cancelled(), 64); err != nil {
 		t.Fatalf("admission off: %v", err)
 	}
 	off.Release(64)
-	for _, o := range []Options{{HeavyShare: 1.5}, {HeavyShare: -0.5}, {HeavyShare: math.NaN()}, {Light: -1}, {Wait: -time.Second}} {
+	for _, o := range []Options{{Budget: new(-1)}, {HeavyShare: 1.5}, {HeavyShare: -0.5}, {HeavyShare: math.NaN()}, {Light: -1}, {Wait: -time.Second}} {
 		if o.Check() == nil {
 			t.Errorf("%+v accepted", o)
 		}
 	}
-	if err := (Options{Budget: -1, HeavyShare: 1, Light: 64, Wait: time.Second}).Check(); err != nil {
+	if err := (Options{Budget: new(0), HeavyShare: 1, Light: 64, Wait: time.Second}).Check(); err != nil {
 		t.Errorf("valid options refused: %v", err)
 	}
 }

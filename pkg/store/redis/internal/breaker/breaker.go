@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -9,7 +10,9 @@ import (
 	"github.com/tokengate/tokengate/pkg/clock"
 )
 
-// Options tune a Breaker. Zero fields take the defaults.
+// Options tune a Breaker. Zero fields take the defaults, but Window,
+// which can be off, is set by a pointer: nil for the default, a pointer
+// to 0 for none.
 type Options struct {
 	// Failures in a row that open the circuit [3]. Calls that were in
 	// flight together count once: a failure counts only if its call
@@ -22,8 +25,9 @@ type Options struct {
 	// this host (a busy machine, a GC pause) times calls out for tens of
 	// milliseconds, and an open circuit would fail every call for a whole
 	// backoff on top of it; an outage lasts longer. Until then failing
-	// calls each wait their timeout. Below zero, no window.
-	Window time.Duration
+	// calls each wait their timeout [nil: 200ms]; 0: no window, failures
+	// in a row open the circuit however close together.
+	Window *time.Duration
 	// MinBackoff is the first open period [100ms]; each failed probe
 	// doubles it, up to MaxBackoff [5s].
 	MinBackoff, MaxBackoff time.Duration
@@ -32,6 +36,14 @@ type Options struct {
 	// then failed, so that no lost report can hold the circuit open for
 	// ever.
 	ProbeTimeout time.Duration
+}
+
+// Check says what is wrong with o, nil when nothing is.
+func (o Options) Check() error {
+	if o.Window != nil && *o.Window < 0 {
+		return fmt.Errorf("breaker: window %v: want a duration, or 0 for none", *o.Window)
+	}
+	return nil
 }
 
 // Outcome is what became of a call the breaker let through.
@@ -80,6 +92,7 @@ type Observer interface {
 // safe for concurrent use.
 type Breaker struct {
 	opts    Options
+	window  time.Duration
 	obs     Observer
 	clk     clock.Clock
 	mu      sync.Mutex
@@ -95,13 +108,11 @@ type Breaker struct {
 	probeBy int64  // when the probe out has failed if not reported
 }
 
-// New returns a closed Breaker on clk that tells obs of its changes.
+// New returns a closed Breaker on clk that tells obs of its changes; o
+// must be checked.
 func New(o Options, clk clock.Clock, obs Observer) *Breaker {
 	if o.Failures <= 0 {
 		o.Failures = 3
-	}
-	if o.Window == 0 {
-		o.Window = 200 * time.Millisecond
 	}
 	if o.MinBackoff <= 0 {
 		o.MinBackoff = 100 * time.Millisecond
@@ -112,8 +123,12 @@ func New(o Options, clk clock.Clock, obs Observer) *Breaker {
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = time.Second
 	}
+	window := 200 * time.Millisecond
+	if o.Window != nil {
+		window = *o.Window
+	}
 	// No failure was counted yet: every call started after "the last".
-	return &Breaker{opts: o, obs: obs, clk: clk, counted: math.MinInt64}
+	return &Breaker{opts: o, window: window, obs: obs, clk: clk, counted: math.MinInt64}
 }
 
 // Allow reports whether a call may go now and, when it may, the ticket
@@ -175,7 +190,7 @@ func (b *Breaker) countFailure(now int64, err error) {
 		b.first = now
 	}
 	b.fails++
-	if b.open || b.fails < b.opts.Failures || time.Duration(now-b.first) < b.opts.Window {
+	if b.open || b.fails < b.opts.Failures || time.Duration(now-b.first) < b.window {
 		return
 	}
 	b.open, b.backoff, b.since = true, b.opts.MinBackoff, now

@@ -40,7 +40,7 @@ func fail(t *testing.T, b *Breaker, clk *clock.Fake, d time.Duration) {
 // failure doubles the backoff.
 func TestBreaker(t *testing.T) {
 	clk := new(clock.Fake)
-	b := testBreaker(Options{Failures: 2, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}, clk)
+	b := testBreaker(Options{Failures: 2, Window: new(time.Duration(0)), MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}, clk)
 	fail(t, b, clk, 0)
 	if _, ok := b.Allow(); !ok {
 		t.Fatal("one failure opened the circuit")
@@ -75,7 +75,7 @@ func TestBreaker(t *testing.T) {
 // openBreaker is a breaker opened by two failures, past its first backoff.
 func openBreaker(t *testing.T) (*Breaker, *clock.Fake) {
 	clk := new(clock.Fake)
-	b := testBreaker(Options{Failures: 2, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, ProbeTimeout: 500 * time.Millisecond}, clk)
+	b := testBreaker(Options{Failures: 2, Window: new(time.Duration(0)), MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, ProbeTimeout: 500 * time.Millisecond}, clk)
 	fail(t, b, clk, 0)
 	fail(t, b, clk, 0)
 	clk.Add(130 * time.Millisecond)
@@ -150,7 +150,7 @@ func TestBreakerStaleProbe(t *testing.T) {
 // started after a counted failure counts again.
 func TestBreakerCountsAStallOnce(t *testing.T) {
 	clk := new(clock.Fake)
-	b := testBreaker(Options{Failures: 3, Window: -1}, clk)
+	b := testBreaker(Options{Failures: 3, Window: new(time.Duration(0))}, clk)
 	var stalled []Ticket
 	for range 64 {
 		tk, _ := b.Allow()
@@ -176,6 +176,7 @@ func TestBreakerCountsAStallOnce(t *testing.T) {
 // starts over.
 func TestBreakerWindow(t *testing.T) {
 	clk := new(clock.Fake)
+	// Its window is the default, 200ms.
 	b := testBreaker(Options{Failures: 3}, clk)
 	for range 5 { // 75ms of failures in a row: a stall
 		fail(t, b, clk, 15*time.Millisecond)
@@ -213,7 +214,7 @@ func TestBreakerMachine(t *testing.T) {
 	)
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := new(clock.Fake)
-		b := testBreaker(Options{Failures: 2, Window: -1, MinBackoff: minBackoff, MaxBackoff: maxBackoff, ProbeTimeout: probeTimeout}, clk)
+		b := testBreaker(Options{Failures: 2, Window: new(time.Duration(0)), MinBackoff: minBackoff, MaxBackoff: maxBackoff, ProbeTimeout: probeTimeout}, clk)
 		var out []Ticket // let through, not reported yet
 		var refusedSince int64 = -1
 		rt.Repeat(map[string]func(*rapid.T){
