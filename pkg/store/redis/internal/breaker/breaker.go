@@ -166,7 +166,9 @@ func (b *Breaker) Report(t Ticket, o Outcome, err error) {
 		// Neither way: the next call probes at once.
 		b.probe, b.until = 0, now
 	case probe:
-		b.probeFailed(now, err.Error())
+		// Reported after its deadline, it failed at the deadline, as it
+		// would have had a call come then: its backoff starts there.
+		b.probeFailed(min(now, b.probeBy), err.Error())
 	case t.probe != 0 || o != Failed:
 		// A probe already given up on, or nothing learnt.
 	case t.started >= b.counted:

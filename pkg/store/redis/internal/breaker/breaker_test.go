@@ -145,6 +145,22 @@ func TestBreakerStaleProbe(t *testing.T) {
 	}
 }
 
+// TestBreakerLateProbe: a probe reported failed after its deadline, with
+// no call in between, failed at the deadline: its backoff ran from then,
+// so the next call probes at once instead of after a backoff more.
+func TestBreakerLateProbe(t *testing.T) {
+	b, clk := openBreaker(t)
+	late, ok := b.Allow()
+	if !ok {
+		t.Fatal("no probe past the backoff")
+	}
+	clk.Add(500*time.Millisecond + 260*time.Millisecond) // its timeout, and the doubled backoff
+	b.Report(late, Failed, errDown)
+	if _, ok := b.Allow(); !ok {
+		t.Fatal("a probe reported after its deadline held the circuit shut past its backoff")
+	}
+}
+
 // TestBreakerCountsAStallOnce: calls in flight together that fail
 // together (one stall timing them all out) are one failure; a call
 // started after a counted failure counts again.
@@ -250,8 +266,9 @@ func TestBreakerMachine(t *testing.T) {
 					if _, ok := b.Allow(); !ok {
 						rt.Fatal("an unsent probe did not hand its turn to the next call")
 					} else {
-						// That call was let through: it is out too.
-						out = append(out, Ticket{started: clk.Now(), probe: b.probe})
+						// That call was let through: it is out too, and
+						// no call is refused since.
+						out, refusedSince = append(out, Ticket{started: clk.Now(), probe: b.probe}), -1
 					}
 				case wasProbe && b.probe != 0:
 					rt.Fatal("a reported probe is still out")
