@@ -15,11 +15,6 @@ import (
 	"github.com/tokengate/tokengate/pkg/service"
 )
 
-// candidateKeyPrefix is the Redis key prefix of the candidate's buckets:
-// its own key space under the live one's ("tokengate:candidate:"), apart
-// from every live key ("tokengate:{...}", "tokengate:clock").
-func candidateKeyPrefix(live string) string { return live + "candidate:" }
-
 // candidatePolicy is the candidate policy (--candidate-policy), decided
 // beside the live one and never answering: its file's watcher and its
 // tracker.

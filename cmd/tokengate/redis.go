@@ -2,23 +2,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/rueidis"
 
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/local"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 	"github.com/tokengate/tokengate/pkg/store/redis"
+	"github.com/tokengate/tokengate/pkg/store/redis/redisconn"
 )
 
 // redisSettings are the --redis-* knobs of --store redis. The password is
@@ -59,6 +56,13 @@ type redisSettings struct {
 	WatchEvery time.Duration
 }
 
+// redisFlags are the flags of the redisconn.Config fields that Dial's
+// errors name, so that they name what a user of tokengate sets.
+var redisFlags = map[string]string{
+	"Addr": "--redis-addr", "URL": "--redis-url", "CAFile": "--redis-ca-file",
+	"CertFile": "--redis-cert-file", "KeyFile": "--redis-key-file", "Cluster": "--redis-cluster",
+}
+
 // redisWatchEvery pings Redis once a second: a change is logged within a
 // second, and an open circuit probes again at once when Redis answers.
 const redisWatchEvery = time.Second
@@ -93,23 +97,18 @@ func (r redisSettings) check() error {
 	return nil
 }
 
-// storeOptions are the options of the Redis store on client. A setting of
-// 0 that turns a feature off is the store's -1.
-func (r redisSettings) storeOptions(client rueidis.Client, replayWindow time.Duration, clk clock.Clock, reg prometheus.Registerer, log *slog.Logger) redis.Options {
-	off := func(n int) int {
-		if n == 0 {
-			return -1
-		}
-		return n
-	}
+// storeOptions are the options of the Redis store. A setting of 0 turns
+// its feature off there too; each is set, so the store's defaults (its
+// nil) never apply.
+func (r redisSettings) storeOptions(replayWindow time.Duration, clk clock.Clock, reg prometheus.Registerer, log *slog.Logger) redis.Options {
 	return redis.Options{
-		Client: client, KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, ReplayWindow: replayWindow,
+		KeyPrefix: r.KeyPrefix, Timeout: r.Timeout, ReplayWindow: replayWindow,
 		ClockStepTolerance: r.ClockStepTolerance,
 		Admission: redis.AdmissionOptions{
-			Budget: off(r.AdmissionBudget), HeavyShare: r.AdmissionHeavyShare, Light: r.AdmissionLight, Wait: r.AdmissionWait,
+			Budget: new(r.AdmissionBudget), HeavyShare: r.AdmissionHeavyShare, Light: r.AdmissionLight, Wait: r.AdmissionWait,
 		},
-		DenyCacheBytes: off(r.DenyCacheBytes), DenyCacheAge: r.DenyCacheAge,
-		Batch: redis.BatchOptions{MaxInFlight: off(r.BatchInFlight), MaxItems: r.BatchMaxItems},
+		DenyCacheBytes: new(r.DenyCacheBytes), DenyCacheAge: r.DenyCacheAge,
+		Batch: redis.BatchOptions{MaxInFlight: new(r.BatchInFlight), MaxItems: r.BatchMaxItems},
 		Clock: clk, Registerer: reg, Logger: log,
 	}
 }
@@ -128,16 +127,16 @@ type backend struct {
 	close  func()
 }
 
-// openRedis builds the Redis store, with the local budget of
+// openRedis opens the Redis store (redis.Open), with the local budget of
 // on_store_error: local, both with their metrics on reg. When Redis cannot
 // be reached at start, tokengate serves anyway (degraded, every rule's
-// on_store_error answering) and keeps connecting in the background, so
-// that replicas started during an outage recover when Redis returns; but a
-// setting no retry can fix (redis.ErrConfig: a bad CA file, TLS on one side
-// only, a wrong password, ...) stops the start, naming it. Once
-// connected, Redis's memory settings are checked once (checkRedisLimits),
-// and the store's Watch logs Redis lost and back until ctx ends or the
-// backend is closed.
+// on_store_error answering) and the store keeps connecting in the
+// background, so that replicas started during an outage recover when
+// Redis returns; but a setting no retry can fix (redisconn.ErrConfig: a
+// bad CA file, TLS on one side only, a wrong password, ...) stops the
+// start, naming its flag (redisFlags). Once connected, the store checks
+// Redis's memory settings once and logs Redis lost and back until ctx ends
+// or the backend is closed.
 func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*backend, error) {
 	r := s.Redis
 	password := r.Password
@@ -153,193 +152,22 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		return nil, err
 	}
 	go budget.Run(ctx, s.JanitorInterval)
-	cfg := redis.Config{
-		Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
-		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster, CAFile: r.CAFile,
-		TLS: r.TLS, CertFile: r.CertFile, KeyFile: r.KeyFile, Username: r.Username,
-	}
-	connect := func() (*connected, error) {
-		client, err := redis.Dial(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("--store redis: %w", err)
-		}
-		st, err := redis.New(r.storeOptions(client, s.ReplayWindow, clk, reg, log))
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		prepare(st, r.DialTimeout, log)
-		c := &connected{st: st, client: client}
-		if s.CandidatePolicy != "" {
-			// The same client, its own key space; no metrics (they would
-			// be the live store's names twice).
-			o := r.storeOptions(client, s.ReplayWindow, clk, nil, log.With(slog.String("policy", "candidate")))
-			o.KeyPrefix = candidateKeyPrefix(r.KeyPrefix)
-			o.BatchWith = st // its decisions join the live store's calls
-			if c.candidate, err = redis.New(o); err != nil {
-				client.Close()
-				return nil, err
-			}
-			prepare(c.candidate, r.DialTimeout, log)
-		}
-		return c, nil
-	}
-	c, err := connect()
-	if errors.Is(err, redis.ErrConfig) {
-		return nil, err
-	}
-	// Closing the backend ends the watch before it closes the client, so
-	// that a ping failing on the closed client is not logged as Redis lost.
-	wctx, stopWatch := context.WithCancel(ctx)
-	// The check of Redis's memory settings runs with the watch, once the
-	// store serves, so that a slow CONFIG GET delays neither.
-	lz := &lazyRedis{
-		closed: make(chan struct{}),
-		watch: func(c *connected) {
-			// Logged once the store serves, so that whoever sees the line
-			// finds the store in use.
-			log.Info("redis store connected", slog.String("mode", string(c.client.Mode())), slog.Bool("cluster", c.st.Cluster()),
-				slog.Duration("timeout", r.Timeout), slog.Float64("local_share", r.LocalShare))
-			go func() {
-				checkRedisLimits(wctx, c.st, log)
-				c.st.Watch(wctx, r.WatchEvery)
-			}()
+	st, err := redis.Open(ctx, redis.OpenOptions{
+		Conn: redisconn.Config{
+			Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
+			DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster, CAFile: r.CAFile,
+			TLS: r.TLS, CertFile: r.CertFile, KeyFile: r.KeyFile, Username: r.Username, Names: redisFlags,
 		},
-		stopWatch: stopWatch,
-	}
-	if err != nil {
-		log.Error("redis unreachable at start: serving with on_store_error, connecting in the background", slog.String("error", err.Error()))
-		go lz.connect(wctx, connect, log)
-	} else {
-		lz.use(c)
-	}
-	be := &backend{name: "redis", store: lz, local: budget, health: lz.health, close: lz.close}
-	if s.CandidatePolicy != "" {
-		be.candidate = lazyCandidate{lz}
-	}
-	return be, nil
-}
-
-// prepare loads the store's code and anchors its clock before it serves
-// (redis.Store.Prepare), within timeout; a failure is left to the first
-// decision.
-func prepare(st *redis.Store, timeout time.Duration, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := st.Prepare(ctx); err != nil {
-		log.Debug("redis: not prepared at start; the first decision will", slog.String("error", err.Error()))
-	}
-}
-
-// checkRedisLimits says, once per store (at start, or when a background
-// connect succeeds), whether Redis bounds tokengate's keys safely
-// (redis.Store.CheckLimits; docs/redis.md, "Memory", says what to set),
-// and takes the first sample of tokengate_redis_keys. Unsafe settings are
-// a warning, not a refusal: they cost only under a flood of new keys, and
-// an operator may have reasons (a bounded key space) to keep them.
-func checkRedisLimits(ctx context.Context, st *redis.Store, log *slog.Logger) {
-	l := st.CheckLimits(ctx)
-	if ctx.Err() != nil {
-		return // closed meanwhile: nothing to say about Redis
-	}
-	switch l.Verdict {
-	case redis.LimitsUnsafe:
-		log.Warn("redis does not bound tokengate's keys safely: a flood of distinct keys can fill its memory or evict drained buckets (which then come back full); set maxmemory and maxmemory-policy volatile-ttl",
-			slog.String("reasons", strings.Join(l.Reasons(), ",")), slog.String("nodes", l.String()))
-	case redis.LimitsUnknown:
-		log.Info("redis memory settings not checked (CONFIG GET refused or failed): make sure maxmemory is set and maxmemory-policy is volatile-ttl",
-			slog.String("nodes", l.String()))
-	default:
-		log.Debug("redis bounds tokengate's keys", slog.String("nodes", l.String()))
-	}
-	if _, err := st.SampleKeys(ctx); err != nil {
-		log.Debug("redis key count not sampled", slog.String("error", err.Error()))
-	}
-}
-
-// lazyRedis is the Redis store once connected; until then it fails every
-// call with store.ErrUnavailable.
-type lazyRedis struct {
-	c         atomic.Pointer[connected]
-	closed    chan struct{}
-	once      sync.Once
-	watch     func(*connected) // checks the store's limits and starts its Watch
-	stopWatch context.CancelFunc
-}
-
-type connected struct {
-	st        *redis.Store
-	candidate *redis.Store // the candidate policy's, on the same client; nil: none
-	client    rueidis.Client
-}
-
-var errNotConnected = fmt.Errorf("redis: %w: not connected yet", store.ErrUnavailable)
-
-func (l *lazyRedis) Decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
-	if c := l.c.Load(); c != nil {
-		return c.st.Decide(ctx, req, results)
-	}
-	return store.Outcome{}, errNotConnected
-}
-
-// lazyCandidate is the candidate's Redis store once connected.
-type lazyCandidate struct{ l *lazyRedis }
-
-func (lc lazyCandidate) Decide(ctx context.Context, req *store.Request, results []store.Result) (store.Outcome, error) {
-	if c := lc.l.c.Load(); c != nil {
-		return c.candidate.Decide(ctx, req, results)
-	}
-	return store.Outcome{}, errNotConnected
-}
-
-func (l *lazyRedis) health() error {
-	if c := l.c.Load(); c != nil {
-		return c.st.Health(context.Background())
-	}
-	return errNotConnected
-}
-
-// connect retries every second until it connects, ctx ends or the store
-// is closed.
-func (l *lazyRedis) connect(ctx context.Context, connect func() (*connected, error), log *slog.Logger) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for tries := 1; ; tries++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.closed:
-			return
-		case <-t.C:
-		}
-		c, err := connect()
-		if err == nil {
-			select {
-			case <-l.closed: // closed meanwhile: do not leak the client
-				c.client.Close()
-			default:
-				l.use(c)
-			}
-			return
-		}
-		if tries%30 == 0 {
-			log.Warn("redis still unreachable", slog.Int("tries", tries), slog.String("error", err.Error()))
-		}
-	}
-}
-
-// use serves from c, and watches it.
-func (l *lazyRedis) use(c *connected) {
-	l.c.Store(c)
-	l.watch(c)
-}
-
-func (l *lazyRedis) close() {
-	l.once.Do(func() {
-		l.stopWatch()
-		close(l.closed)
-		if c := l.c.Load(); c != nil {
-			c.client.Close()
-		}
+		Store:          r.storeOptions(s.ReplayWindow, clk, reg, log),
+		Candidate:      s.CandidatePolicy != "",
+		WatchEvery:     r.WatchEvery,
+		ConnectedAttrs: []slog.Attr{slog.Float64("local_share", r.LocalShare)},
 	})
+	if err != nil {
+		return nil, fmt.Errorf("--store redis: %w", err)
+	}
+	return &backend{
+		name: "redis", store: st, local: budget, candidate: st.Candidate(),
+		health: func() error { return st.Health(context.Background()) }, close: st.Close,
+	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/service"
+	"github.com/tokengate/tokengate/pkg/store/redis/redisconn"
 )
 
 func TestRedisSettings(t *testing.T) {
@@ -46,6 +48,23 @@ func TestRedisSettings(t *testing.T) {
 	// The memory store ignores the Redis settings.
 	if _, err := loadSettings([]string{"--redis-local-share", "2"}); err != nil {
 		t.Errorf("--store memory refused a Redis setting: %v", err)
+	}
+}
+
+// TestRedisFlags: every field redisFlags names is a field of
+// redisconn.Config, and every flag it names is a setting.
+func TestRedisFlags(t *testing.T) {
+	flags := map[string]bool{}
+	for _, st := range settingsTable {
+		flags["--"+st.name] = true
+	}
+	for field, flag := range redisFlags {
+		if _, ok := reflect.TypeFor[redisconn.Config]().FieldByName(field); !ok {
+			t.Errorf("redisFlags names %s, not a field of redisconn.Config", field)
+		}
+		if !flags[flag] {
+			t.Errorf("redisFlags names %s for %s, not a setting", flag, field)
+		}
 	}
 }
 

@@ -41,29 +41,32 @@ func TestSettingsKeepTheirNames(t *testing.T) {
 	}
 }
 
-// TestSettingsNewRedisOptions: the admission, deny-cache and clock-step
-// settings default to the store's own defaults and reach its options; 0
-// turns admission and the deny cache off.
+// TestSettingsNewRedisOptions: the admission, deny-cache, batching and
+// clock-step settings default to the store's own defaults and reach its
+// options as they are: 0, which turns admission, the deny cache and
+// batching off, is the store's 0 (off) too.
 func TestSettingsNewRedisOptions(t *testing.T) {
 	s, err := loadSettings([]string{"--store", "redis"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := s.Redis.storeOptions(nil, s.ReplayWindow, clock.NewMonotonic(), nil, nil)
-	if a := o.Admission; a.Budget != 512 || a.HeavyShare != 0.5 || a.Light != 8 || a.Wait != 0 ||
-		o.DenyCacheBytes != 1<<20 || o.DenyCacheAge != time.Second || o.ClockStepTolerance != 6*time.Hour {
-		t.Fatalf("defaults: %+v, deny cache %d %v, tolerance %v", a, o.DenyCacheBytes, o.DenyCacheAge, o.ClockStepTolerance)
+	o := s.Redis.storeOptions(s.ReplayWindow, clock.NewMonotonic(), nil, nil)
+	if a := o.Admission; *a.Budget != 512 || a.HeavyShare != 0.5 || a.Light != 8 || a.Wait != 0 ||
+		*o.DenyCacheBytes != 1<<20 || o.DenyCacheAge != time.Second || o.ClockStepTolerance != 6*time.Hour || *o.Batch.MaxInFlight != 2 {
+		t.Fatalf("defaults: %+v budget %d, deny cache %d %v, tolerance %v, calls in flight %d",
+			a, *a.Budget, *o.DenyCacheBytes, o.DenyCacheAge, o.ClockStepTolerance, *o.Batch.MaxInFlight)
 	}
-	s, err = loadSettings([]string{"--store", "redis", "--redis-admission-budget", "0", "--redis-deny-cache-bytes", "0",
+	s, err = loadSettings([]string{"--store", "redis", "--redis-admission-budget", "0", "--redis-deny-cache-bytes", "0", "--redis-batch-in-flight", "0",
 		"--redis-admission-heavy-share", "0.25", "--redis-admission-light", "2", "--redis-admission-wait", "5ms",
 		"--redis-deny-cache-age", "250ms", "--redis-clock-step-tolerance", "1h"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o = s.Redis.storeOptions(nil, s.ReplayWindow, clock.NewMonotonic(), nil, nil)
-	if a := o.Admission; a.Budget != -1 || a.HeavyShare != 0.25 || a.Light != 2 || a.Wait != 5*time.Millisecond ||
-		o.DenyCacheBytes != -1 || o.DenyCacheAge != 250*time.Millisecond || o.ClockStepTolerance != time.Hour {
-		t.Fatalf("set: %+v, deny cache %d %v, tolerance %v", a, o.DenyCacheBytes, o.DenyCacheAge, o.ClockStepTolerance)
+	o = s.Redis.storeOptions(s.ReplayWindow, clock.NewMonotonic(), nil, nil)
+	if a := o.Admission; *a.Budget != 0 || a.HeavyShare != 0.25 || a.Light != 2 || a.Wait != 5*time.Millisecond ||
+		*o.DenyCacheBytes != 0 || o.DenyCacheAge != 250*time.Millisecond || o.ClockStepTolerance != time.Hour || *o.Batch.MaxInFlight != 0 {
+		t.Fatalf("set: %+v budget %d, deny cache %d %v, tolerance %v, calls in flight %d",
+			a, *a.Budget, *o.DenyCacheBytes, o.DenyCacheAge, o.ClockStepTolerance, *o.Batch.MaxInFlight)
 	}
 	for _, args := range [][]string{
 		{"--redis-admission-budget", "-1"}, {"--redis-admission-heavy-share", "0"}, {"--redis-admission-heavy-share", "1.5"},

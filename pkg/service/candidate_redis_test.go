@@ -12,6 +12,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/store/redis"
+	"github.com/tokengate/tokengate/pkg/store/redis/redisconn"
 )
 
 // BenchmarkShouldRateLimitRedis is BenchmarkShouldRateLimit on a real
@@ -20,7 +21,7 @@ import (
 // second Redis store on the same client, its own key prefix.
 func BenchmarkShouldRateLimitRedis(b *testing.B) {
 	srv := redistest.Start(b)
-	client, err := redis.Dial(redis.Config{Addr: srv.Addr(), DialTimeout: time.Second})
+	client, err := redisconn.Dial(redisconn.Config{Addr: srv.Addr(), DialTimeout: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -42,10 +42,11 @@ const (
 
 // TestHeavyRequestsDoNotStarveOthers: one client floods 64-descriptor
 // requests on fresh keys while another sends ordinary one-descriptor
-// requests. Admission (pkg/store/redis admit.go) keeps the flood to its
-// share of the replica's Redis work, so every ordinary answer is Redis's
-// own (never on_store_error's: its rule denies), and the circuit breaker
-// never opens: Redis is up, one client is merely expensive.
+// requests. Admission (pkg/store/redis/internal/admission) keeps the
+// flood to its share of the replica's Redis work, so every ordinary answer
+// is Redis's own (never on_store_error's: its rule denies), and the
+// circuit breaker never opens: Redis is up, one client is merely
+// expensive.
 //
 // The timeout is 50ms, not the default: on a small machine that runs the
 // client, tokengate and Redis at once, CPU contention alone puts ordinary

@@ -22,6 +22,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 	rstore "github.com/tokengate/tokengate/pkg/store/redis"
+	"github.com/tokengate/tokengate/pkg/store/redis/redisconn"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
 
@@ -51,7 +52,7 @@ const (
 func TestMaxMemoryFlood(t *testing.T) {
 	const maxMemory = 64 << 20
 	f := newFlood(t, maxMemory, "volatile-ttl")
-	if l := f.st.CheckLimits(context.Background()); l.Verdict != rstore.LimitsSafe {
+	if l := f.st.CheckLimits(context.Background()); l.Verdict != redisconn.LimitsSafe {
 		t.Fatalf("CheckLimits: %v: %s", l.Verdict, l)
 	}
 	f.drainUsers()
@@ -111,7 +112,7 @@ func TestMaxMemoryPolicies(t *testing.T) {
 			case tc.keeps && len(lost) > 0:
 				t.Errorf("drained buckets evicted, back full: %v", lost)
 			case !tc.keeps && len(lost) == 0:
-				t.Errorf("every drained bucket kept: %s may be safe after all (limits.go acceptedPolicies)", tc.policy)
+				t.Errorf("every drained bucket kept: %s may be safe after all (redisconn/limits.go acceptedPolicies)", tc.policy)
 			}
 		})
 	}
@@ -137,7 +138,7 @@ func newFlood(t *testing.T, maxMemory int, policy string) *flood {
 	}
 	t.Cleanup(c.Close)
 	clk := clock.NewMonotonic()
-	st, err := rstore.New(rstore.Options{Client: c, Clock: clk, Timeout: 5 * time.Second, DenyCacheBytes: -1})
+	st, err := rstore.New(rstore.Options{Client: c, Clock: clk, Timeout: 5 * time.Second, DenyCacheBytes: new(0)})
 	if err != nil {
 		t.Fatal(err)
 	}

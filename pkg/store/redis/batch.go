@@ -43,33 +43,25 @@ var errQueued = errors.New("not sent: queued behind the calls in flight")
 // may yet be decided (ambiguous.go).
 var errLate = errors.New("sent, not answered in time")
 
-// BatchOptions tune batching; zero fields take the defaults in brackets.
+// BatchOptions tune batching; zero fields take the defaults in brackets
+// (MaxInFlight, which can turn batching off, as Options says).
 type BatchOptions struct {
-	// MaxInFlight is the most calls of this Store in flight at once [2];
-	// below zero, batching is off (every request its own call).
-	MaxInFlight int
+	// MaxInFlight is the most calls of this Store in flight at once [nil:
+	// 2]; 0 turns batching off (every request its own call).
+	MaxInFlight *int
 	// MaxItems is the most buckets in one batch [128]: a batch holds Redis
 	// for its buckets' time (a few µs each), during which other replicas'
 	// calls wait.
 	MaxItems int
 }
 
-func (o *BatchOptions) defaults() {
-	if o.MaxInFlight == 0 {
-		o.MaxInFlight = 2
-	}
-	if o.MaxItems <= 0 {
-		o.MaxItems = 128
-	}
-}
-
 // batcher queues requests' calls while MaxInFlight calls are out.
 type batcher struct {
-	s        *Store
-	opts     BatchOptions
-	mu       sync.Mutex
-	inFlight int
-	queue    []*queued
+	s                     *Store
+	maxInFlight, maxItems int
+	mu                    sync.Mutex
+	inFlight              int
+	queue                 []*queued
 }
 
 // queued is one request's call, queued or in a batch.
@@ -85,11 +77,17 @@ type queued struct {
 }
 
 func newBatcher(s *Store, o BatchOptions) *batcher {
-	o.defaults()
-	if o.MaxInFlight < 0 || s.cluster {
+	b := &batcher{s: s, maxInFlight: 2, maxItems: 128}
+	if o.MaxInFlight != nil {
+		b.maxInFlight = *o.MaxInFlight
+	}
+	if o.MaxItems > 0 {
+		b.maxItems = o.MaxItems
+	}
+	if b.maxInFlight == 0 || s.cluster {
 		return nil
 	}
-	return &batcher{s: s, opts: o}
+	return b
 }
 
 // do runs one request's call, in a batch when others are in flight. A
@@ -101,7 +99,7 @@ func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (
 	dl, _ := ctx.Deadline()
 	w := &queued{keys: keys, args: args, compact: c, deadline: dl, done: make(chan struct{})}
 	b.mu.Lock()
-	if b.inFlight < b.opts.MaxInFlight {
+	if b.inFlight < b.maxInFlight {
 		b.inFlight++
 		w.taken = true
 		b.mu.Unlock()
@@ -148,7 +146,7 @@ func (b *batcher) take() []*queued {
 	n, items := 0, 0
 	for n < len(b.queue) {
 		k := len(b.queue[n].keys)
-		if n > 0 && items+k > b.opts.MaxItems {
+		if n > 0 && items+k > b.maxItems {
 			break
 		}
 		items += k

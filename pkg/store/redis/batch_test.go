@@ -27,7 +27,7 @@ import (
 func TestBatchesDecideExactly(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
-	s := newStore(t, newClient(t, srv.Addr()), Options{Registerer: reg, DenyCacheBytes: -1})
+	s := newStore(t, newClient(t, srv.Addr()), Options{Registerer: reg, DenyCacheBytes: new(0)})
 	v := storetest.Version(t, 1, 1000, "1/h")
 	const callers, each = 64, 40
 	allowed := make([]int, callers)
@@ -89,7 +89,7 @@ func TestBatchesDecideExactly(t *testing.T) {
 // batch are decided.
 func TestBatchCallErrorsStayTheirs(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv.Addr()), Options{DenyCacheBytes: -1})
+	s := newStore(t, newClient(t, srv.Addr()), Options{DenyCacheBytes: new(0)})
 	v := storetest.Version(t, 1, 10, "1/s")
 	good := func(key string) *queued {
 		req := &store.Request{Items: []store.Item{{Key: key, Version: v, Cost: 3}}}
@@ -136,7 +136,8 @@ func TestBatchCallErrorsStayTheirs(t *testing.T) {
 func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
-	s := newStore(t, newClient(t, srv.Addr()), Options{Registerer: reg, DenyCacheBytes: -1, Batch: BatchOptions{MaxInFlight: 1}})
+	s := newStore(t, newClient(t, srv.Addr()), Options{Registerer: reg, DenyCacheBytes: new(0), Batch: BatchOptions{MaxInFlight: new(1)},
+		Breaker: BreakerOptions{Failures: 1, Window: new(time.Duration(0))}}) // one failure would open the circuit
 	v := storetest.Version(t, 1, 10, "1/h")
 	decide := func(ctx context.Context, key string) error {
 		_, err := s.Decide(ctx, &store.Request{Items: []store.Item{{Key: key, Version: v, Cost: 4}}}, make([]store.Result, 1))
@@ -170,8 +171,8 @@ func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
 	if n := testutil.ToFloat64(s.metrics.errors.WithLabelValues("queued")); n != 1 {
 		t.Errorf("queued errors counted %v, want 1", n)
 	}
-	if s.breaker.fails != 0 {
-		t.Errorf("the breaker counted %d failures", s.breaker.fails)
+	if _, open := s.breaker.OpenFor(); open {
+		t.Error("the breaker counted a failure")
 	}
 	if out, err := redistest.Do(srv.Addr(), "EXISTS", s.bucketKey(tagBytes("queued"))); err != nil || out != "0" {
 		t.Errorf("the queued request's bucket exists (%q, %v): it was charged", out, err)
@@ -193,8 +194,8 @@ func (b *batcher) inFlightNow() int {
 func TestBatchWithSharesCalls(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
-	live := newStore(t, c, Options{Registerer: prometheus.NewRegistry(), DenyCacheBytes: -1})
-	cand := newStore(t, c, Options{KeyPrefix: "tokengate:candidate:", DenyCacheBytes: -1, BatchWith: live})
+	live := newStore(t, c, Options{Registerer: prometheus.NewRegistry(), DenyCacheBytes: new(0)})
+	cand := newStore(t, c, Options{KeyPrefix: "tokengate:candidate:", DenyCacheBytes: new(0), BatchWith: live})
 	v := storetest.Version(t, 1, 500, "1/h")
 	stores := []*Store{live, cand}
 	for _, s := range stores { // each anchors its clock

@@ -22,7 +22,7 @@ func TestClockSteps(t *testing.T) {
 	srv, shift := redistest.StartShifted(t)
 	c := newClient(t, srv.Addr())
 	clk := new(clock.Fake)
-	s := newStore(t, c, Options{Clock: clk, DenyCacheBytes: -1})
+	s := newStore(t, c, Options{Clock: clk, DenyCacheBytes: new(0)})
 	v := storetest.Version(t, 1, 100, "10/s")
 	at := func(d time.Duration, cost int64) (store.Outcome, store.Result) {
 		t.Helper()

@@ -35,8 +35,8 @@ func TestCompactRoundTrip(t *testing.T) {
 	defer func() { script = orig }()
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
-	shared := newStore(t, c, Options{DenyCacheBytes: -1})
-	own := newStore(t, c, Options{RequestTime: true, DenyCacheBytes: -1})
+	shared := newStore(t, c, Options{DenyCacheBytes: new(0)})
+	own := newStore(t, c, Options{RequestTime: true, DenyCacheBytes: new(0)})
 	ctx := context.Background()
 	rapid.Check(t, func(rt *rapid.T) {
 		var batch []*queued

@@ -27,8 +27,8 @@ func TestDenyCacheAnswersAsRedis(t *testing.T) {
 	var hits float64
 	rapid.Check(t, func(rt *rapid.T) {
 		seq++
-		cached := newStore(t, c, Options{RequestTime: true, KeyPrefix: fmt.Sprintf("c%d:", seq), DenyCacheBytes: 1 << 20, DenyCacheAge: time.Hour})
-		plain := newStore(t, c, Options{RequestTime: true, KeyPrefix: fmt.Sprintf("p%d:", seq), DenyCacheBytes: -1})
+		cached := newStore(t, c, Options{RequestTime: true, KeyPrefix: fmt.Sprintf("c%d:", seq), DenyCacheBytes: new(1 << 20), DenyCacheAge: time.Hour})
+		plain := newStore(t, c, Options{RequestTime: true, KeyPrefix: fmt.Sprintf("p%d:", seq), DenyCacheBytes: new(0)})
 		now := int64(0)
 		for step := range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			now += rapid.Int64Range(0, int64(2*time.Second)).Draw(rt, "dt")
@@ -69,7 +69,7 @@ func TestDenyCacheAnswersAsRedis(t *testing.T) {
 func TestDenyCacheBound(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
-	a := newStore(t, c, Options{RequestTime: true, DenyCacheBytes: 1 << 20, DenyCacheAge: time.Second})
+	a := newStore(t, c, Options{RequestTime: true, DenyCacheBytes: new(1 << 20), DenyCacheAge: time.Second})
 	b := newStore(t, c, Options{RequestTime: true})
 	v := storetest.Version(t, 1, 4, "1/h")
 	item := func(cost int64) store.Item { return store.Item{Key: "k", Version: v, Cost: cost} }

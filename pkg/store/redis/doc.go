@@ -2,6 +2,17 @@
 // quota: bucket state lives in Redis (single node, Sentinel or Cluster;
 // Valkey works too) and is exactly as exact as the memory store.
 //
+// # Opening
+//
+// Open (open.go) dials Redis and returns a store that serves errors
+// wrapping store.ErrUnavailable until it has connected, connecting in the
+// background while Redis is down, and a candidate policy's store on the
+// same client; New is a Store on a client the caller dialled. Connecting,
+// the check of Redis's memory settings and the watch of its reachability
+// are package redisconn's, which knows a client and nothing of the store;
+// Decide's two guards, a bound on the work in flight and the circuit
+// breaker, are internal/admission and internal/breaker (guards.go).
+//
 // # One call per request
 //
 // A request's whole decision (every bucket: version transition, refill,
@@ -127,16 +138,17 @@
 // buckets Redis has just rejected (deny.go says what that can get wrong,
 // and the bound). Every Decide that goes to Redis is admitted by a
 // per-replica budget of buckets in flight, in which heavy requests get
-// only a share (admit.go), and has a deadline (Options.Timeout, 15ms by
-// default, under Envoy's 20ms rate_limit timeout). Repeated
+// only a share (internal/admission), and has a deadline (Options.Timeout,
+// 15ms by default, under Envoy's 20ms rate_limit timeout). Repeated
 // failures open a circuit breaker: calls fail at once with
 // store.ErrUnavailable for a backoff (100ms doubling to 5s, with jitter),
 // then one probe call tries Redis again; success closes it, and every
-// other way a probe ends reports back too (breaker.go), so that no stall
-// leaves the circuit open for ever. Health names an open circuit. What an answer
-// is while Redis fails is each rule's on_store_error (pkg/service). A call
-// still out at its request's deadline may yet charge: ambiguous.go
-// refunds the charge of a request that on_store_error refused.
+// other way a probe ends reports back too (internal/breaker; guards.go
+// judges each call), so that no stall leaves the circuit open for ever.
+// Health names an open circuit. What an answer is while Redis fails is
+// each rule's on_store_error (pkg/service). A call still out at its
+// request's deadline may yet charge: ambiguous.go refunds the charge of a
+// request that on_store_error refused.
 //
-// Store is safe for concurrent use.
+// Store and Lazy are safe for concurrent use.
 package redis

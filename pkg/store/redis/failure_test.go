@@ -19,7 +19,7 @@ import (
 func TestRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
-	s := newStore(t, c, Options{Timeout: 50 * time.Millisecond, Breaker: BreakerOptions{Window: -1, MinBackoff: time.Hour}})
+	s := newStore(t, c, Options{Timeout: 50 * time.Millisecond, Breaker: BreakerOptions{Window: new(time.Duration(0)), MinBackoff: time.Hour}})
 	v := storetest.Version(t, 1, 10, "1/s")
 	decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
 	srv.Kill()
@@ -142,7 +142,7 @@ func TestBreakerRecoversAfterStall(t *testing.T) {
 		if try(light) == nil {
 			t.Fatal("a light request passed while Redis was paused")
 		}
-		if _, open := s.breaker.openFor(); open {
+		if _, open := s.breaker.OpenFor(); open {
 			break
 		}
 		if time.Since(paused) > time.Second {

@@ -33,7 +33,7 @@ func TestLeanMatchesGeneral(t *testing.T) {
 	leans, calls, seq := 0, 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		seq++
-		s := newStore(t, c, Options{DenyCacheBytes: -1, KeyPrefix: fmt.Sprintf("l%d:", seq)})
+		s := newStore(t, c, Options{DenyCacheBytes: new(0), KeyPrefix: fmt.Sprintf("l%d:", seq)})
 		var vers []*bucket.Version
 		for i := range rapid.IntRange(1, 3).Draw(rt, "versions") {
 			p, err := bucket.NewParams(rapid.Int64Range(1, 1000).Draw(rt, "cap"),
@@ -119,7 +119,7 @@ func TestDecodePackedLength(t *testing.T) {
 // earlier left.
 func TestLeanSharedKeys(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv.Addr()), Options{DenyCacheBytes: -1})
+	s := newStore(t, newClient(t, srv.Addr()), Options{DenyCacheBytes: new(0)})
 	ctx := context.Background()
 	p, err := bucket.NewParams(100, mustRate(nil, 1, time.Hour))
 	if err != nil {
@@ -174,7 +174,7 @@ func TestBatchMatchesSequential(t *testing.T) {
 	seq := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		seq++
-		s := newStore(t, c, Options{DenyCacheBytes: -1, RequestTime: rapid.Bool().Draw(rt, "own clock"), KeyPrefix: fmt.Sprintf("q%d:", seq)})
+		s := newStore(t, c, Options{DenyCacheBytes: new(0), RequestTime: rapid.Bool().Draw(rt, "own clock"), KeyPrefix: fmt.Sprintf("q%d:", seq)})
 		var vers []*bucket.Version
 		for i := range 2 {
 			p, err := bucket.NewParams(rapid.Int64Range(1, 20).Draw(rt, "cap"), mustRate(rt, 1, time.Duration(rapid.SampledFrom([]int64{1e6, 1e9}).Draw(rt, "per"))))

@@ -1,6 +1,10 @@
 package redis
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tokengate/tokengate/pkg/store/redis/redisconn"
+)
 
 type storeMetrics struct {
 	errors      *prometheus.CounterVec
@@ -17,7 +21,7 @@ type storeMetrics struct {
 	decisions        *prometheus.CounterVec
 	lean, general    prometheus.Counter // decisions' two paths
 	ambiguous        *prometheus.CounterVec
-	// limits.go
+	// health.go
 	configUnsafe *prometheus.GaugeVec
 	configChecks *prometheus.CounterVec
 	keys         prometheus.Gauge
@@ -96,10 +100,10 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 	for _, o := range []string{"uncharged", "kept", "refunded", "refund_failed", "unknown"} {
 		m.ambiguous.WithLabelValues(o)
 	}
-	for _, r := range limitsReasons {
+	for _, r := range redisconn.AllReasons {
 		m.configUnsafe.WithLabelValues(r)
 	}
-	for _, v := range []LimitsVerdict{LimitsSafe, LimitsUnsafe, LimitsUnknown} {
+	for _, v := range []redisconn.LimitsVerdict{redisconn.LimitsSafe, redisconn.LimitsUnsafe, redisconn.LimitsUnknown} {
 		m.configChecks.WithLabelValues(v.String())
 	}
 	if reg != nil {

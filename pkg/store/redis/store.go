@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"strconv"
 	"sync/atomic"
@@ -15,63 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
 
-	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/redis/internal/admission"
+	"github.com/tokengate/tokengate/pkg/store/redis/internal/breaker"
 )
 
 const minInt64 = math.MinInt64
-
-// Options configure a Store. Client is required; zero fields take the
-// defaults in brackets.
-type Options struct {
-	// Client talks to Redis: a single node, Sentinel or Cluster (see Dial).
-	// The Store does not close it.
-	Client rueidis.Client
-	// KeyPrefix starts every key the store writes ["tokengate:"].
-	KeyPrefix string
-	// Timeout bounds one Decide, round trips included [15ms]: under
-	// Envoy's rate_limit filter timeout (20ms by default) with room for
-	// the gRPC round trip, so that on_store_error answers in time.
-	Timeout time.Duration
-	// ReplayWindow is how long a request id's answer is kept [30s].
-	ReplayWindow time.Duration
-	// Clock is the clock Request.Now is read on [clock.NewMonotonic()];
-	// the store maps it onto the replicas' shared clock (clock.go).
-	Clock clock.Clock
-	// ClockStepTolerance is the largest forward step of the Redis host's
-	// wall clock that no bucket's key is expired early by (a key that
-	// expired before its bucket was full would hand out a fresh bucket)
-	// [6h]: every key lives that long past its bucket's full instant, up
-	// to twice that.
-	ClockStepTolerance time.Duration
-	// RequestTime decides at Request.Now instead of the shared clock, and keeps
-	// keys with no TTL. It is for tests that drive time (the conformance
-	// suite); every process sharing a Redis must use the same clock, so a
-	// deployment never sets it.
-	RequestTime bool
-	// Breaker tunes the circuit breaker.
-	Breaker BreakerOptions
-	// Admission bounds this replica's Redis work in flight, weighted by
-	// buckets, so that heavy requests cannot starve light ones (admit.go).
-	Admission AdmissionOptions
-	// Batch tunes how concurrent requests share calls (batch.go).
-	Batch BatchOptions
-	// BatchWith, when set, is a Store on the same Client whose batches
-	// this one's calls join (Batch is then unused): a candidate policy's
-	// store, say, whose decisions then share the live store's calls.
-	BatchWith *Store
-	// DenyCacheBytes bounds the snapshots of rejected buckets kept to
-	// answer over-limit requests without Redis (deny.go) [1 MiB; off with
-	// RequestTime]; < 0 turns the cache off.
-	DenyCacheBytes int
-	// DenyCacheAge is how long a snapshot answers at most [1s]: the
-	// longest a refund or policy change made through another replica can
-	// go unseen here.
-	DenyCacheAge time.Duration
-	// Registerer, when set, receives the store's metrics.
-	Registerer prometheus.Registerer
-	Logger     *slog.Logger // [slog.Default()]
-}
 
 // Store is the Redis store. It is safe for concurrent use.
 type Store struct {
@@ -80,15 +28,15 @@ type Store struct {
 	cluster  bool
 	pid      string // this store's identity in buckets' version fields
 	versions versionCache
-	breaker  *breaker
+	breaker  *breaker.Breaker
 	metrics  *storeMetrics
 	// forgot is the latest cursor of a new bucket that was full and so
 	// not stored (RequestTime only; see doc.go).
 	forgot              atomic.Int64
-	evalOnly            atomic.Bool // the server has no functions: call by EVALSHA (calls.go)
-	admit               *admission  // nil: admits everything (admit.go)
-	batch               *batcher    // nil: one call per request (batch.go)
-	deny                *denyCache  // nil: off (deny.go)
+	evalOnly            atomic.Bool     // the server has no functions: call by EVALSHA (calls.go)
+	admit               *admission.Gate // nil: admits everything
+	batch               *batcher        // nil: one call per request (batch.go)
+	deny                *denyCache      // nil: off (deny.go)
 	clock               sharedClock
 	windowMs, pendingMs string
 	toleranceMs         string
@@ -101,38 +49,9 @@ func New(opts Options) (*Store, error) {
 	if opts.Client == nil {
 		return nil, errors.New("redis: Options.Client is required")
 	}
-	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = "tokengate:"
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 15 * time.Millisecond
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.NewMonotonic()
-	}
-	if opts.ClockStepTolerance <= 0 {
-		opts.ClockStepTolerance = 6 * time.Hour
-	}
-	if opts.ReplayWindow <= 0 {
-		opts.ReplayWindow = 30 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if err := opts.Admission.check(); err != nil {
+	opts, err := opts.withDefaults()
+	if err != nil {
 		return nil, err
-	}
-	switch {
-	case opts.DenyCacheBytes == 0 && opts.RequestTime:
-		// Tests that drive time run it backwards, where a local answer
-		// (a cursor not advanced in Redis) leaves fewer tokens than the
-		// memory store would: off, unless a test asks for it.
-		opts.DenyCacheBytes = -1
-	case opts.DenyCacheBytes == 0:
-		opts.DenyCacheBytes = 1 << 20
-	}
-	if opts.DenyCacheAge <= 0 {
-		opts.DenyCacheAge = time.Second
 	}
 	var id [8]byte
 	rand.Read(id[:])
@@ -146,9 +65,9 @@ func New(opts Options) (*Store, error) {
 		toleranceMs: strconv.FormatInt(max(opts.ClockStepTolerance.Milliseconds(), 1), 10),
 		pendingMs:   strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
 	}
-	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen, opts.Clock)
-	s.admit = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
-	s.deny = newDenyCache(opts.DenyCacheBytes, int64(opts.DenyCacheAge))
+	s.breaker = breaker.New(opts.Breaker, opts.Clock, circuitLog{opts.Logger, s.metrics.breakerOpen})
+	s.admit = admission.New(opts.Admission, opts.Timeout, s.metrics.inFlight.WithLabelValues("light"), s.metrics.inFlight.WithLabelValues("heavy"))
+	s.deny = newDenyCache(*opts.DenyCacheBytes, int64(opts.DenyCacheAge))
 	s.batch = newBatcher(s, opts.Batch)
 	if opts.BatchWith != nil {
 		s.batch = opts.BatchWith.batch
@@ -177,42 +96,6 @@ func (s *Store) Prepare(ctx context.Context) error {
 // Cluster reports whether the client talks to a Redis Cluster.
 func (s *Store) Cluster() bool { return s.cluster }
 
-// Ping checks that Redis answers, for readiness; it bypasses the breaker
-// and, when Redis answers, lets the breaker try again at once.
-func (s *Store) Ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, 250*time.Millisecond))
-	defer cancel()
-	var err error
-	if s.cluster {
-		for addr, n := range s.client.Nodes() {
-			if e := n.Do(ctx, n.B().Ping().Build()).Error(); e != nil {
-				err = errors.Join(err, fmt.Errorf("%s: %w", addr, e))
-			}
-		}
-	} else {
-		err = s.client.Do(ctx, s.client.B().Ping().Build()).Error()
-	}
-	if err != nil {
-		return fmt.Errorf("redis: ping: %w", err)
-	}
-	s.breaker.reachable()
-	return nil
-}
-
-// Health reports why the store cannot decide now, nil when it can: Redis
-// answers a ping and the circuit is closed. A good ping lets an open
-// circuit probe with the next call, which closes it when Redis answers;
-// until then decisions are on_store_error's, and Health says so.
-func (s *Store) Health(ctx context.Context) error {
-	if err := s.Ping(ctx); err != nil {
-		return err
-	}
-	if d, open := s.breaker.openFor(); open {
-		return fmt.Errorf("redis: %w: circuit open for %v: Redis answers pings, the next decision probes it", store.ErrUnavailable, d.Round(time.Millisecond))
-	}
-	return nil
-}
-
 // Decide implements store.Store: one call (FCALL, often shared with
 // concurrent requests: batch.go) for a request whose buckets share a hash
 // slot (always, outside Cluster), a reserve and settle otherwise (see
@@ -233,44 +116,18 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	defer cancel()
 	// Admitted before the breaker is asked, so that a half-open breaker's
 	// probe is never shed: it reaches Redis and reports back.
-	if err := s.admit.acquire(cctx, len(req.Items)); err != nil {
+	if err := s.admit.Acquire(cctx, len(req.Items)); err != nil {
 		return store.Outcome{}, s.shed(ctx, len(req.Items), err)
 	}
-	defer s.admit.release(len(req.Items))
-	t, ok := s.breaker.allow()
+	defer s.admit.Release(len(req.Items))
+	t, ok := s.breaker.Allow()
 	if !ok {
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()
 		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
 	}
 	out, err := s.decide(cctx, req, results, tags)
-	s.breaker.report(t, s.judge(ctx, err, len(req.Items)), err)
+	s.breaker.Report(t, s.judge(ctx, err, len(req.Items)), err)
 	return out, err
-}
-
-// judge says what a call's error tells of Redis, and counts the error.
-func (s *Store) judge(ctx context.Context, err error, items int) outcome {
-	switch {
-	case err == nil:
-		return succeeded
-	case errors.Is(err, errQueued):
-		// Never sent: it waited behind calls in flight, which say
-		// themselves whether Redis fails.
-		s.metrics.errors.WithLabelValues("queued").Inc()
-		return unsent
-	case ctx.Err() != nil:
-		// The caller gave up: not Redis's failure.
-		return unsent
-	case !errors.Is(err, context.DeadlineExceeded):
-		s.metrics.errors.WithLabelValues("error").Inc()
-		return failed
-	}
-	s.metrics.errors.WithLabelValues("timeout").Inc()
-	// A heavy request that times out says its own cost is high, not
-	// that Redis is down: light requests (and errors) open the breaker.
-	if s.admit.isHeavy(items) {
-		return inconclusive
-	}
-	return failed
 }
 
 // requestTags are the hash tags of a request's buckets.

@@ -47,6 +47,34 @@ func newStore(t testing.TB, c rueidis.Client, opts Options) *Store {
 	return s
 }
 
+// TestOptionsOff: each feature that can be off is on when its option is
+// nil, off at 0, and a negative value is refused.
+func TestOptionsOff(t *testing.T) {
+	c := newClient(t, redistest.Start(t).Addr())
+	s := newStore(t, c, Options{})
+	if s.admit == nil || s.batch == nil || s.deny == nil {
+		t.Fatalf("defaults: admission %v, batching %v, deny cache %v; want each on", s.admit != nil, s.batch != nil, s.deny != nil)
+	}
+	if s := newStore(t, c, Options{RequestTime: true}); s.deny != nil {
+		t.Fatal("the deny cache is on by default with RequestTime")
+	}
+	s = newStore(t, c, Options{Admission: AdmissionOptions{Budget: new(0)}, Batch: BatchOptions{MaxInFlight: new(0)}, DenyCacheBytes: new(0)})
+	if s.admit != nil || s.batch != nil || s.deny != nil {
+		t.Fatalf("at 0: admission %v, batching %v, deny cache %v; want each off", s.admit != nil, s.batch != nil, s.deny != nil)
+	}
+	for name, o := range map[string]Options{
+		"Admission.Budget":  {Admission: AdmissionOptions{Budget: new(-1)}},
+		"Batch.MaxInFlight": {Batch: BatchOptions{MaxInFlight: new(-1)}},
+		"DenyCacheBytes":    {DenyCacheBytes: new(-1)},
+		"Breaker.Window":    {Breaker: BreakerOptions{Window: new(-time.Millisecond)}},
+	} {
+		o.Client = c
+		if _, err := New(o); err == nil {
+			t.Errorf("%s < 0 accepted", name)
+		}
+	}
+}
+
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())

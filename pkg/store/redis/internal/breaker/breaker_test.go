@@ -1,33 +1,38 @@
-package redis
+package breaker
 
 import (
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"pgregory.net/rapid"
 
 	"github.com/tokengate/tokengate/pkg/clock"
 )
 
-func testBreaker(o BreakerOptions, clk clock.Clock) *breaker {
-	return newBreaker(o, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), clk)
-}
+// quiet is an Observer that hears nothing.
+type quiet struct{}
 
-var errDown = errors.New("down")
+func (quiet) Opened(error, int, time.Duration)       {}
+func (quiet) ProbeFailed(string, int, time.Duration) {}
+func (quiet) Closed(time.Duration)                   {}
+
+func testBreaker(o Options, clk clock.Clock) *Breaker { return New(o, clk, quiet{}) }
+
+var (
+	errDown   = errors.New("down")
+	errQueued = errors.New("not sent")
+)
 
 // fail lets one call through b and reports it failed after d.
-func fail(t *testing.T, b *breaker, clk *clock.Fake, d time.Duration) {
+func fail(t *testing.T, b *Breaker, clk *clock.Fake, d time.Duration) {
 	t.Helper()
-	tk, ok := b.allow()
+	tk, ok := b.Allow()
 	if !ok {
 		t.Fatal("a call was refused before the circuit opened")
 	}
 	clk.Add(d)
-	b.report(tk, failed, errDown)
+	b.Report(tk, Failed, errDown)
 }
 
 // TestBreaker: failures in a row open the circuit; while open no call is
@@ -35,42 +40,42 @@ func fail(t *testing.T, b *breaker, clk *clock.Fake, d time.Duration) {
 // failure doubles the backoff.
 func TestBreaker(t *testing.T) {
 	clk := new(clock.Fake)
-	b := testBreaker(BreakerOptions{Failures: 2, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}, clk)
+	b := testBreaker(Options{Failures: 2, Window: new(time.Duration(0)), MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}, clk)
 	fail(t, b, clk, 0)
-	if _, ok := b.allow(); !ok {
+	if _, ok := b.Allow(); !ok {
 		t.Fatal("one failure opened the circuit")
 	}
 	fail(t, b, clk, 0)
-	if _, ok := b.allow(); ok {
+	if _, ok := b.Allow(); ok {
 		t.Fatal("two failures left the circuit closed")
 	}
 	clk.Add(130 * time.Millisecond) // past the backoff and its jitter
-	probe, ok := b.allow()
-	if _, again := b.allow(); !ok || again {
+	probe, ok := b.Allow()
+	if _, again := b.Allow(); !ok || again {
 		t.Fatal("half-open: want exactly one probe")
 	}
-	b.report(probe, failed, errDown)
+	b.Report(probe, Failed, errDown)
 	clk.Add(150 * time.Millisecond)
-	if _, ok := b.allow(); ok {
+	if _, ok := b.Allow(); ok {
 		t.Fatal("a failed probe did not double the backoff")
 	}
 	clk.Add(110 * time.Millisecond)
-	probe, ok = b.allow()
+	probe, ok = b.Allow()
 	if !ok {
 		t.Fatal("no probe after the doubled backoff")
 	}
-	b.report(probe, succeeded, nil)
+	b.Report(probe, Succeeded, nil)
 	for range 2 { // allow has effects: both calls must pass
-		if _, ok := b.allow(); !ok {
+		if _, ok := b.Allow(); !ok {
 			t.Fatal("success did not close the circuit")
 		}
 	}
 }
 
 // openBreaker is a breaker opened by two failures, past its first backoff.
-func openBreaker(t *testing.T) (*breaker, *clock.Fake) {
+func openBreaker(t *testing.T) (*Breaker, *clock.Fake) {
 	clk := new(clock.Fake)
-	b := testBreaker(BreakerOptions{Failures: 2, Window: -1, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, ProbeTimeout: 500 * time.Millisecond}, clk)
+	b := testBreaker(Options{Failures: 2, Window: new(time.Duration(0)), MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second, ProbeTimeout: 500 * time.Millisecond}, clk)
 	fail(t, b, clk, 0)
 	fail(t, b, clk, 0)
 	clk.Add(130 * time.Millisecond)
@@ -84,36 +89,36 @@ func openBreaker(t *testing.T) (*breaker, *clock.Fake) {
 func TestBreakerProbeOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		report  func(b *breaker, tk ticket)
+		report  func(b *Breaker, tk Ticket)
 		wait    time.Duration // after which the next probe goes through
 		notWait time.Duration // before which it does not
 	}{
-		{"unsent", func(b *breaker, tk ticket) { b.report(tk, unsent, errQueued) }, 0, -1},
-		{"failed", func(b *breaker, tk ticket) { b.report(tk, failed, errDown) }, 260 * time.Millisecond, 190 * time.Millisecond},
-		{"heavy timeout", func(b *breaker, tk ticket) { b.report(tk, inconclusive, errDown) }, 260 * time.Millisecond, 190 * time.Millisecond},
-		{"never reported", func(*breaker, ticket) {}, 500*time.Millisecond + 260*time.Millisecond, 690 * time.Millisecond},
+		{"unsent", func(b *Breaker, tk Ticket) { b.Report(tk, Unsent, errQueued) }, 0, -1},
+		{"failed", func(b *Breaker, tk Ticket) { b.Report(tk, Failed, errDown) }, 260 * time.Millisecond, 190 * time.Millisecond},
+		{"heavy timeout", func(b *Breaker, tk Ticket) { b.Report(tk, Inconclusive, errDown) }, 260 * time.Millisecond, 190 * time.Millisecond},
+		{"never reported", func(*Breaker, Ticket) {}, 500*time.Millisecond + 260*time.Millisecond, 690 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, clk := openBreaker(t)
-			tk, ok := b.allow()
+			tk, ok := b.Allow()
 			if !ok || tk.probe == 0 {
 				t.Fatalf("no probe past the backoff: %+v %v", tk, ok)
 			}
 			tc.report(b, tk)
 			if tc.notWait >= 0 {
 				clk.Add(tc.notWait)
-				if _, ok := b.allow(); ok {
+				if _, ok := b.Allow(); ok {
 					t.Fatalf("a probe %v after a probe that %s", tc.notWait, tc.name)
 				}
 				clk.Add(tc.wait - tc.notWait)
 			}
-			next, ok := b.allow()
+			next, ok := b.Allow()
 			if !ok || next.probe == 0 {
 				t.Fatalf("no probe %v after a probe that %s", tc.wait, tc.name)
 			}
-			b.report(tk, succeeded, nil) // the first probe, late: still news that Redis answers
-			b.report(next, failed, errDown)
-			if _, ok := b.allow(); !ok {
+			b.Report(tk, Succeeded, nil) // the first probe, late: still news that Redis answers
+			b.Report(next, Failed, errDown)
+			if _, ok := b.Allow(); !ok {
 				t.Fatal("a late success did not close the circuit")
 			}
 		})
@@ -124,19 +129,35 @@ func TestBreakerProbeOutcomes(t *testing.T) {
 // fails later changes nothing: the probe out now decides.
 func TestBreakerStaleProbe(t *testing.T) {
 	b, clk := openBreaker(t)
-	stale, _ := b.allow()
+	stale, _ := b.Allow()
 	clk.Add(500*time.Millisecond + 260*time.Millisecond)
-	probe, ok := b.allow()
+	probe, ok := b.Allow()
 	if !ok {
 		t.Fatal("no probe after the first was given up on")
 	}
-	b.report(stale, failed, errDown)
+	b.Report(stale, Failed, errDown)
 	if b.probe != probe.probe {
 		t.Fatal("a stale probe's failure ended the probe out")
 	}
-	b.report(probe, succeeded, nil)
-	if _, open := b.openFor(); open {
+	b.Report(probe, Succeeded, nil)
+	if _, open := b.OpenFor(); open {
 		t.Fatal("the probe's success did not close the circuit")
+	}
+}
+
+// TestBreakerLateProbe: a probe reported failed after its deadline, with
+// no call in between, failed at the deadline: its backoff ran from then,
+// so the next call probes at once instead of after a backoff more.
+func TestBreakerLateProbe(t *testing.T) {
+	b, clk := openBreaker(t)
+	late, ok := b.Allow()
+	if !ok {
+		t.Fatal("no probe past the backoff")
+	}
+	clk.Add(500*time.Millisecond + 260*time.Millisecond) // its timeout, and the doubled backoff
+	b.Report(late, Failed, errDown)
+	if _, ok := b.Allow(); !ok {
+		t.Fatal("a probe reported after its deadline held the circuit shut past its backoff")
 	}
 }
 
@@ -145,23 +166,23 @@ func TestBreakerStaleProbe(t *testing.T) {
 // started after a counted failure counts again.
 func TestBreakerCountsAStallOnce(t *testing.T) {
 	clk := new(clock.Fake)
-	b := testBreaker(BreakerOptions{Failures: 3, Window: -1}, clk)
-	var stalled []ticket
+	b := testBreaker(Options{Failures: 3, Window: new(time.Duration(0))}, clk)
+	var stalled []Ticket
 	for range 64 {
-		tk, _ := b.allow()
+		tk, _ := b.Allow()
 		stalled = append(stalled, tk)
 	}
 	clk.Add(15 * time.Millisecond)
 	for _, tk := range stalled {
-		b.report(tk, failed, errDown)
+		b.Report(tk, Failed, errDown)
 	}
-	if _, ok := b.allow(); !ok {
+	if _, ok := b.Allow(); !ok {
 		t.Fatal("64 calls timed out by one stall opened the circuit")
 	}
 	for range 2 {
 		fail(t, b, clk, 15*time.Millisecond)
 	}
-	if _, ok := b.allow(); ok {
+	if _, ok := b.Allow(); ok {
 		t.Fatal("three failures of calls made one after another left the circuit closed")
 	}
 }
@@ -171,23 +192,24 @@ func TestBreakerCountsAStallOnce(t *testing.T) {
 // starts over.
 func TestBreakerWindow(t *testing.T) {
 	clk := new(clock.Fake)
-	b := testBreaker(BreakerOptions{Failures: 3}, clk)
+	// Its window is the default, 200ms.
+	b := testBreaker(Options{Failures: 3}, clk)
 	for range 5 { // 75ms of failures in a row: a stall
 		fail(t, b, clk, 15*time.Millisecond)
 	}
-	if _, ok := b.allow(); !ok {
+	if _, ok := b.Allow(); !ok {
 		t.Fatal("failures over 75ms opened the circuit")
 	}
-	tk, _ := b.allow()
-	b.report(tk, succeeded, nil)
+	tk, _ := b.Allow()
+	b.Report(tk, Succeeded, nil)
 	for range 14 { // the last 195ms after the first of these
 		fail(t, b, clk, 15*time.Millisecond)
 	}
-	if _, ok := b.allow(); !ok {
+	if _, ok := b.Allow(); !ok {
 		t.Fatal("failures over less than the 200ms window opened the circuit")
 	}
 	fail(t, b, clk, 15*time.Millisecond)
-	if _, ok := b.allow(); ok {
+	if _, ok := b.Allow(); ok {
 		t.Fatal("failures over 210ms left the circuit closed")
 	}
 }
@@ -208,13 +230,13 @@ func TestBreakerMachine(t *testing.T) {
 	)
 	rapid.Check(t, func(rt *rapid.T) {
 		clk := new(clock.Fake)
-		b := testBreaker(BreakerOptions{Failures: 2, Window: -1, MinBackoff: minBackoff, MaxBackoff: maxBackoff, ProbeTimeout: probeTimeout}, clk)
-		var out []ticket // let through, not reported yet
+		b := testBreaker(Options{Failures: 2, Window: new(time.Duration(0)), MinBackoff: minBackoff, MaxBackoff: maxBackoff, ProbeTimeout: probeTimeout}, clk)
+		var out []Ticket // let through, not reported yet
 		var refusedSince int64 = -1
 		rt.Repeat(map[string]func(*rapid.T){
 			"call": func(rt *rapid.T) {
-				tk, ok := b.allow()
-				if _, open := b.openFor(); !open && !ok {
+				tk, ok := b.Allow()
+				if _, open := b.OpenFor(); !open && !ok {
 					rt.Fatal("a closed circuit refused a call")
 				}
 				switch {
@@ -233,34 +255,35 @@ func TestBreakerMachine(t *testing.T) {
 				i := rapid.IntRange(0, len(out)-1).Draw(rt, "call")
 				tk := out[i]
 				out = append(out[:i], out[i+1:]...)
-				o := outcome(rapid.IntRange(int(succeeded), int(unsent)).Draw(rt, "outcome"))
+				o := Outcome(rapid.IntRange(int(Succeeded), int(Unsent)).Draw(rt, "outcome"))
 				// The probe out, and not yet given up on (a report after
 				// ProbeTimeout is a stale probe's).
 				wasProbe := tk.probe != 0 && tk.probe == b.probe && clk.Now() < b.probeBy
-				b.report(tk, o, errDown)
-				_, open := b.openFor()
+				b.Report(tk, o, errDown)
+				_, open := b.OpenFor()
 				switch {
-				case o == succeeded && open:
+				case o == Succeeded && open:
 					rt.Fatal("a success left the circuit open")
-				case wasProbe && o == unsent:
-					if _, ok := b.allow(); !ok {
+				case wasProbe && o == Unsent:
+					if _, ok := b.Allow(); !ok {
 						rt.Fatal("an unsent probe did not hand its turn to the next call")
 					} else {
-						// That call was let through: it is out too.
-						out, refusedSince = append(out, ticket{started: clk.Now(), probe: b.probe}), -1
+						// That call was let through: it is out too, and
+						// no call is refused since.
+						out, refusedSince = append(out, Ticket{started: clk.Now(), probe: b.probe}), -1
 					}
 				case wasProbe && b.probe != 0:
 					rt.Fatal("a reported probe is still out")
 				}
 			},
-			"ping": func(*rapid.T) { b.reachable() },
+			"ping": func(*rapid.T) { b.Reachable() },
 			"wait": func(rt *rapid.T) {
 				clk.Add(time.Duration(rapid.Int64Range(0, int64(2*maxBackoff)).Draw(rt, "wait")))
 			},
 			"": func(rt *rapid.T) {
 				// Liveness from here: after the longest refusal a call goes
 				// through, and its success closes the circuit.
-				if _, open := b.openFor(); !open {
+				if _, open := b.OpenFor(); !open {
 					return
 				}
 				if b.probe != 0 && b.probeBy > clk.Now()+int64(probeTimeout) {
@@ -272,12 +295,12 @@ func TestBreakerMachine(t *testing.T) {
 			},
 		})
 		clk.Add(longest + time.Nanosecond)
-		tk, ok := b.allow()
+		tk, ok := b.Allow()
 		if !ok {
 			rt.Fatalf("no call let through %v after the last step", longest)
 		}
-		b.report(tk, succeeded, nil)
-		if _, open := b.openFor(); open {
+		b.Report(tk, Succeeded, nil)
+		if _, open := b.OpenFor(); open {
 			rt.Fatal("a success left the circuit open")
 		}
 	})

@@ -1,4 +1,4 @@
-package redis
+package redisconn
 
 import (
 	"context"
@@ -34,7 +34,7 @@ import (
 // Redis host's TIME (clock.go).
 //
 // CheckLimits reads the two settings where CONFIG is allowed and says
-// which of three things is true; SampleKeys counts the keys.
+// which of three things is true; CountKeys counts the keys.
 
 // LimitsVerdict is what CheckLimits found out about Redis's memory bound.
 type LimitsVerdict int
@@ -60,8 +60,8 @@ func (v LimitsVerdict) String() string {
 	return "unknown"
 }
 
-// The reasons a node's settings are unsafe, the label values of
-// tokengate_redis_config_unsafe.
+// The reasons a node's settings are unsafe (the Redis store's label
+// values of tokengate_redis_config_unsafe).
 const (
 	// ReasonNoMaxMemory: maxmemory 0, no bound. Redis grows with every new
 	// key until the kernel kills it, and every bucket is lost with it.
@@ -78,7 +78,8 @@ const (
 	ReasonPolicy = "policy"
 )
 
-var limitsReasons = []string{ReasonNoMaxMemory, ReasonNoEviction, ReasonPolicy}
+// AllReasons are the Reason constants, in their order.
+var AllReasons = [...]string{ReasonNoMaxMemory, ReasonNoEviction, ReasonPolicy}
 
 // acceptedPolicies are the maxmemory-policy values CheckLimits calls
 // safe: volatile-ttl alone, the one that evicts by time until full. A
@@ -124,7 +125,7 @@ type Limits struct {
 // of the Reason constants.
 func (l Limits) Reasons() []string {
 	var out []string
-	for _, r := range limitsReasons {
+	for _, r := range AllReasons {
 		for _, n := range l.Nodes {
 			if slices.Contains(n.Unsafe, r) {
 				out = append(out, r)
@@ -144,25 +145,24 @@ func (l Limits) String() string {
 }
 
 // CheckLimits reads maxmemory and maxmemory-policy (CONFIG GET) on every
-// node the client knows (a Cluster's replicas too: each may become a
-// master), says whether they bound tokengate's keys safely, and sets
-// tokengate_redis_config_unsafe and tokengate_redis_config_checks_total.
-// Each node is asked at once, within the store's timeout and at least 1s.
-// It is safe for concurrent use, and meant for once at start.
-func (s *Store) CheckLimits(ctx context.Context) Limits {
-	nodes := s.client.Nodes()
+// node c knows (a Cluster's replicas too: each may become a master) and
+// says whether they bound tokengate's keys safely. Each node is asked at
+// once, within timeout. It is safe for concurrent use, and meant for once
+// at start.
+func CheckLimits(ctx context.Context, c rueidis.Client, timeout time.Duration) Limits {
+	nodes := c.Nodes()
 	out := Limits{Nodes: make([]NodeLimits, 0, len(nodes))}
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup
 	)
-	for addr, c := range nodes {
+	for addr, node := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, time.Second))
+			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			n := nodeLimits(cctx, addr, c)
+			n := nodeLimits(cctx, addr, node)
 			mu.Lock()
 			out.Nodes = append(out.Nodes, n)
 			mu.Unlock()
@@ -171,15 +171,6 @@ func (s *Store) CheckLimits(ctx context.Context) Limits {
 	wg.Wait()
 	slices.SortFunc(out.Nodes, func(a, b NodeLimits) int { return strings.Compare(a.Addr, b.Addr) })
 	out.Verdict = verdict(out.Nodes)
-	reasons := out.Reasons()
-	for _, r := range limitsReasons {
-		v := 0.0
-		if slices.Contains(reasons, r) {
-			v = 1
-		}
-		s.metrics.configUnsafe.WithLabelValues(r).Set(v)
-	}
-	s.metrics.configChecks.WithLabelValues(out.Verdict.String()).Inc()
 	return out
 }
 
@@ -242,42 +233,37 @@ func unsafeReasons(maxMemory int64, policy string) []string {
 	return r
 }
 
-// SampleKeys sets tokengate_redis_keys to the keys of tokengate's
-// database (DBSIZE, O(1); summed over a Cluster's masters, each found by
-// CLUSTER NODES, so that replicas' copies do not count twice) and returns
-// it. That is every bucket that is not full or has been full for less
-// than its key's tolerance, every request id within its replay window,
-// the clock key, and whatever else shares the database: the number
-// maxmemory has to hold. Every replica reports the same Redis-wide value
-// (aggregate with max, not sum). It is safe for concurrent use; on an
-// error the gauge keeps its last value.
-func (s *Store) SampleKeys(ctx context.Context) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, 250*time.Millisecond))
-	defer cancel()
-	var n int64
-	if !s.cluster {
-		var err error
-		if n, err = s.client.Do(ctx, s.client.B().Dbsize().Build()).AsInt64(); err != nil {
+// CountKeys returns the keys of the database c talks to (DBSIZE, O(1);
+// summed over a Cluster's masters, each found by CLUSTER NODES, so that
+// replicas' copies do not count twice). That is every bucket that is not
+// full or has been full for less than its key's tolerance, every request
+// id within its replay window, the clock key, and whatever else shares
+// the database: the number maxmemory has to hold. It is safe for
+// concurrent use.
+func CountKeys(ctx context.Context, c rueidis.Client) (int64, error) {
+	if c.Mode() != rueidis.ClientModeCluster {
+		n, err := c.Do(ctx, c.B().Dbsize().Build()).AsInt64()
+		if err != nil {
 			return 0, fmt.Errorf("redis: DBSIZE: %w", err)
 		}
-	} else {
-		for addr, c := range s.client.Nodes() {
-			res := c.DoMulti(ctx, c.B().ClusterNodes().Build(), c.B().Dbsize().Build())
-			nodes, err := res[0].ToString()
-			if err != nil {
-				return 0, fmt.Errorf("redis: %s: CLUSTER NODES: %w", addr, err)
-			}
-			if !isMaster(nodes) {
-				continue
-			}
-			k, err := res[1].AsInt64()
-			if err != nil {
-				return 0, fmt.Errorf("redis: %s: DBSIZE: %w", addr, err)
-			}
-			n += k
-		}
+		return n, nil
 	}
-	s.metrics.keys.Set(float64(n))
+	var n int64
+	for addr, node := range c.Nodes() {
+		res := node.DoMulti(ctx, node.B().ClusterNodes().Build(), node.B().Dbsize().Build())
+		nodes, err := res[0].ToString()
+		if err != nil {
+			return 0, fmt.Errorf("redis: %s: CLUSTER NODES: %w", addr, err)
+		}
+		if !isMaster(nodes) {
+			continue
+		}
+		k, err := res[1].AsInt64()
+		if err != nil {
+			return 0, fmt.Errorf("redis: %s: DBSIZE: %w", addr, err)
+		}
+		n += k
+	}
 	return n, nil
 }
 

@@ -1,25 +1,21 @@
-package redis
+package redisconn
 
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/rueidis"
 
 	"github.com/tokengate/tokengate/internal/redistest"
-	"github.com/tokengate/tokengate/pkg/store"
-	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
 
 // TestCheckLimits: a real server started with each setting gets the
-// verdict and reasons below, and the gauges say the same; a server that
-// refuses CONFIG (renamed away, as managed Redis does, or an ACL user
-// without it) is unknown, not unsafe.
+// verdict and reasons below; a server that refuses CONFIG (renamed away,
+// as managed Redis does, or an ACL user without it) is unknown, not
+// unsafe.
 func TestCheckLimits(t *testing.T) {
 	mem := func(policy string) []string { return []string{"--maxmemory", "64mb", "--maxmemory-policy", policy} }
 	for _, tc := range []struct {
@@ -56,8 +52,7 @@ func TestCheckLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.Close)
-			s := newStore(t, c, Options{Registerer: prometheus.NewRegistry()})
-			l := s.CheckLimits(context.Background())
+			l := CheckLimits(context.Background(), c, time.Second)
 			if l.Verdict != tc.verdict || !slices.Equal(l.Reasons(), tc.reasons) || len(l.Nodes) != 1 {
 				t.Fatalf("got %v %v (%s), want %v %v", l.Verdict, l.Reasons(), l, tc.verdict, tc.reasons)
 			}
@@ -75,18 +70,6 @@ func TestCheckLimits(t *testing.T) {
 			case tc.args != nil && slices.Contains(tc.args, "64mb") && n.MaxMemory != 64<<20:
 				t.Errorf("maxmemory %d, want %d", n.MaxMemory, 64<<20)
 			}
-			for _, r := range limitsReasons {
-				want := 0.0
-				if slices.Contains(tc.reasons, r) {
-					want = 1
-				}
-				if got := testutil.ToFloat64(s.metrics.configUnsafe.WithLabelValues(r)); got != want {
-					t.Errorf("tokengate_redis_config_unsafe{reason=%q} = %v, want %v", r, got, want)
-				}
-			}
-			if got := testutil.ToFloat64(s.metrics.configChecks.WithLabelValues(tc.verdict.String())); got != 1 {
-				t.Errorf("tokengate_redis_config_checks_total{result=%q} = %v, want 1", tc.verdict, got)
-			}
 		})
 	}
 }
@@ -95,8 +78,8 @@ func TestCheckLimits(t *testing.T) {
 // unbounded makes the whole unsafe, and names that node.
 func TestCheckLimitsCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	s := newStore(t, newClient(t, cl.Addrs()...), Options{})
-	if l := s.CheckLimits(context.Background()); l.Verdict != LimitsUnsafe || len(l.Nodes) != 3 {
+	c := dialT(t, Config{Addr: strings.Join(cl.Addrs(), ","), Cluster: true})
+	if l := CheckLimits(context.Background(), c, time.Second); l.Verdict != LimitsUnsafe || len(l.Nodes) != 3 {
 		t.Fatalf("defaults: %v: %s", l.Verdict, l)
 	}
 	for _, n := range cl.Nodes[:2] {
@@ -106,7 +89,7 @@ func TestCheckLimitsCluster(t *testing.T) {
 			}
 		}
 	}
-	l := s.CheckLimits(context.Background())
+	l := CheckLimits(context.Background(), c, time.Second)
 	var unsafe []string
 	for _, n := range l.Nodes {
 		if len(n.Unsafe) > 0 {
@@ -121,7 +104,7 @@ func TestCheckLimitsCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if l := s.CheckLimits(context.Background()); l.Verdict != LimitsSafe {
+	if l := CheckLimits(context.Background(), c, time.Second); l.Verdict != LimitsSafe {
 		t.Fatalf("all set: %v: %s", l.Verdict, l)
 	}
 }
@@ -147,52 +130,14 @@ func TestLimitsVerdict(t *testing.T) {
 	}
 }
 
-// TestSampleKeys: the gauge is the database's keys: every bucket written,
-// and the clock key.
-func TestSampleKeys(t *testing.T) {
-	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv.Addr()), Options{Registerer: prometheus.NewRegistry()})
-	writeBuckets(t, s, 50)
-	n, err := s.SampleKeys(context.Background())
-	if err != nil || n != 51 {
-		t.Fatalf("SampleKeys: %d %v, want 50 buckets and the clock key", n, err)
-	}
-	if got := testutil.ToFloat64(s.metrics.keys); got != 51 {
-		t.Fatalf("tokengate_redis_keys = %v, want 51", got)
-	}
-}
-
-// TestSampleKeysCluster: summed over the masters.
-func TestSampleKeysCluster(t *testing.T) {
-	cl := redistest.StartCluster(t)
-	s := newStore(t, newClient(t, cl.Addrs()...), Options{})
-	writeBuckets(t, s, 50)
-	if n, err := s.SampleKeys(context.Background()); err != nil || n != 51 {
-		t.Fatalf("SampleKeys: %d %v, want 50 buckets and the clock key", n, err)
-	}
-}
-
-// TestSampleKeysMaster: a node counts only when CLUSTER NODES says it is
+// TestCountKeysMaster: a node counts only when CLUSTER NODES says it is
 // a master itself.
-func TestSampleKeysMaster(t *testing.T) {
+func TestCountKeysMaster(t *testing.T) {
 	const (
 		master  = "07c3 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460\n1a2b 127.0.0.1:30002@40002 slave 07c3 0 1 1 connected\n"
 		replica = "07c3 127.0.0.1:30001@40001 master - 0 0 1 connected 0-5460\n1a2b 127.0.0.1:30002@40002 myself,slave 07c3 0 1 1 connected\n"
 	)
 	if !isMaster(master) || isMaster(replica) || isMaster("") {
 		t.Fatal("isMaster misreads CLUSTER NODES")
-	}
-}
-
-// writeBuckets drains n distinct buckets of a slow rule, so none is full.
-func writeBuckets(t *testing.T, s *Store, n int) {
-	t.Helper()
-	v := storetest.Version(t, 1, 10, "1/h")
-	for i := range n {
-		res := make([]store.Result, 1)
-		item := store.Item{Key: "k" + strconv.Itoa(i), Version: v, Cost: 10, Revision: 1}
-		if _, err := s.Decide(context.Background(), &store.Request{Now: s.opts.Clock.Now(), Items: []store.Item{item}}, res); err != nil || !res[0].Allowed {
-			t.Fatalf("bucket %d: %+v %v", i, res[0], err)
-		}
 	}
 }

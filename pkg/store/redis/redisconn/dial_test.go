@@ -1,4 +1,4 @@
-package redis
+package redisconn
 
 import (
 	"context"
@@ -11,39 +11,42 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/tokengate/tokengate/internal/redistest"
-	"github.com/tokengate/tokengate/pkg/store"
-	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
 
-// decideThrough dials cfg, decides one request of cost 3 on a new bucket of 10
-// twice and checks the answers.
-func decideThrough(t *testing.T, key string, cfg Config) {
+// dialT dials cfg, closing the client when the test ends.
+func dialT(t *testing.T, cfg Config) rueidis.Client {
 	t.Helper()
 	c, err := Dial(cfg)
 	if err != nil {
 		t.Fatalf("dial %+v: %v", cfg, err)
 	}
 	t.Cleanup(c.Close)
-	s := newStore(t, c, Options{})
-	res := make([]store.Result, 1)
-	item := store.Item{Key: key, Version: storetest.Version(t, 1, 10, "1/h"), Cost: 3}
-	for want := int64(7); want >= 4; want -= 3 {
-		out, err := s.Decide(context.Background(), &store.Request{Items: []store.Item{item}}, res)
-		if err != nil || !out.Allowed || res[0].Remaining != want {
-			t.Fatalf("decision through %+v: %+v %+v %v, want %d left", cfg, out, res[0], err, want)
+	return c
+}
+
+// writeThrough dials cfg and increments key twice through the client: a
+// write reaches Redis, and its answer comes back.
+func writeThrough(t *testing.T, key string, cfg Config) {
+	t.Helper()
+	c := dialT(t, cfg)
+	for want := int64(1); want <= 2; want++ {
+		if n, err := c.Do(context.Background(), c.B().Incr().Key(key).Build()).AsInt64(); err != nil || n != want {
+			t.Fatalf("INCR through %+v: %d %v, want %d", cfg, n, err, want)
 		}
 	}
 }
 
 // TestDialSentinel: with a Sentinel address and a master set name, the
-// store finds the master through the Sentinel and decides there.
+// client finds the master through the Sentinel and writes there.
 func TestDialSentinel(t *testing.T) {
 	master := redistest.Start(t)
 	sentinel := redistest.StartSentinel(t, "tokengate-master", master)
-	decideThrough(t, "via-sentinel", Config{Addr: sentinel.Addr(), SentinelMaster: "tokengate-master"})
+	writeThrough(t, "via-sentinel", Config{Addr: sentinel.Addr(), SentinelMaster: "tokengate-master"})
 	if n, err := redistest.Do(master.Addr(), "DBSIZE"); err != nil || n == "0" {
-		t.Fatalf("the master holds %s keys (%v): the decision did not reach it", n, err)
+		t.Fatalf("the master holds %s keys (%v): the write did not reach it", n, err)
 	}
 }
 
@@ -51,8 +54,8 @@ func TestDialSentinel(t *testing.T) {
 // TLS-only port; without the CA the certificate is refused.
 func TestDialTLS(t *testing.T) {
 	srv := redistest.StartTLS(t)
-	decideThrough(t, "via-url", Config{URL: "rediss://" + srv.TLSAddr(), CAFile: srv.CAFile})
-	decideThrough(t, "via-addr", Config{Addr: srv.TLSAddr(), CAFile: srv.CAFile})
+	writeThrough(t, "via-url", Config{URL: "rediss://" + srv.TLSAddr(), CAFile: srv.CAFile})
+	writeThrough(t, "via-addr", Config{Addr: srv.TLSAddr(), CAFile: srv.CAFile})
 	c, err := Dial(Config{URL: "rediss://" + srv.TLSAddr()})
 	if err == nil {
 		c.Close()
@@ -68,7 +71,7 @@ func TestDialTLS(t *testing.T) {
 // private CA; a certificate without its key is refused before dialling.
 func TestDialMutualTLS(t *testing.T) {
 	srv := redistest.StartTLS(t, "--tls-auth-clients", "yes")
-	decideThrough(t, "mtls", Config{Addr: srv.TLSAddr(), CAFile: srv.CAFile, CertFile: srv.ClientCert, KeyFile: srv.ClientKey})
+	writeThrough(t, "mtls", Config{Addr: srv.TLSAddr(), CAFile: srv.CAFile, CertFile: srv.ClientCert, KeyFile: srv.ClientKey})
 	for name, cfg := range map[string]Config{
 		"system CAs":       {Addr: srv.TLSAddr(), TLS: true, CertFile: srv.ClientCert, KeyFile: srv.ClientKey},
 		"no key":           {Addr: srv.TLSAddr(), CAFile: srv.CAFile, CertFile: srv.ClientCert},
@@ -86,8 +89,9 @@ func TestDialMutualTLS(t *testing.T) {
 
 // TestDialTLSConfigErrors: a CA file that cannot serve, a certificate the
 // CA file does not sign or that is for another host, and TLS on one side
-// only are ErrConfig, named in the error with the flag and the file or
-// address, against real TLS and plaintext ports.
+// only are ErrConfig, named in the error with the field of Config (or the
+// name Config.Names gives it) and the file or address, against real TLS
+// and plaintext ports.
 func TestDialTLSConfigErrors(t *testing.T) {
 	srv := redistest.StartTLS(t)
 	other := redistest.StartTLS(t) // another CA
@@ -113,24 +117,27 @@ func TestDialTLSConfigErrors(t *testing.T) {
 		c.Close()
 	})
 	_, port, _ := net.SplitHostPort(tlsPort)
+	names := map[string]string{"CAFile": "--ca", "Addr": "--addr"}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
 		want []string // in the error's text
 	}{
-		{"CA file missing", Config{Addr: tlsPort, CAFile: missing}, []string{"--redis-ca-file", missing, "no such file"}},
-		{"CA file a directory", Config{Addr: tlsPort, CAFile: dir}, []string{"--redis-ca-file", dir, "is a directory"}},
-		{"CA file empty", Config{Addr: tlsPort, CAFile: empty}, []string{"--redis-ca-file " + empty, "no PEM certificate in it"}},
-		{"CA file a key", Config{Addr: tlsPort, CAFile: keyOnly}, []string{"--redis-ca-file " + keyOnly, "no PEM certificate in it, only EC PRIVATE KEY"}},
-		{"CA file a bad certificate", Config{Addr: tlsPort, CAFile: badCert}, []string{"--redis-ca-file " + badCert, "certificate 1"}},
-		{"another CA", Config{Addr: tlsPort, CAFile: other.CAFile}, []string{tlsPort, "not signed by a CA in --redis-ca-file " + other.CAFile}},
-		{"no CA file", Config{URL: "rediss://" + tlsPort}, []string{tlsPort, "not signed by a CA the system trusts", "set --redis-ca-file"}},
+		{"CA file missing", Config{Addr: tlsPort, CAFile: missing}, []string{"CAFile", missing, "no such file"}},
+		{"CA file a directory", Config{Addr: tlsPort, CAFile: dir}, []string{"CAFile", dir, "is a directory"}},
+		{"CA file empty", Config{Addr: tlsPort, CAFile: empty}, []string{"CAFile " + empty, "no PEM certificate in it"}},
+		{"CA file a key", Config{Addr: tlsPort, CAFile: keyOnly}, []string{"CAFile " + keyOnly, "no PEM certificate in it, only EC PRIVATE KEY"}},
+		{"CA file a bad certificate", Config{Addr: tlsPort, CAFile: badCert}, []string{"CAFile " + badCert, "certificate 1"}},
+		{"CA file named", Config{Addr: tlsPort, CAFile: badCert, Names: names}, []string{"--ca " + badCert, "certificate 1"}},
+		{"another CA", Config{Addr: tlsPort, CAFile: other.CAFile}, []string{tlsPort, "not signed by a CA in CAFile " + other.CAFile}},
+		{"no CA file", Config{URL: "rediss://" + tlsPort}, []string{tlsPort, "not signed by a CA the system trusts", "set CAFile"}},
 		{"another host", Config{URL: "rediss://localhost:" + port, CAFile: srv.CAFile}, []string{"localhost:" + port, "certificate is for another host"}},
 		{"client certificate required", Config{Addr: mutual.TLSAddr(), CAFile: mutual.CAFile}, []string{mutual.TLSAddr(), "refused TLS", "certificate required", "tls-auth-clients"}},
-		{"TLS against plaintext", Config{Addr: plainPort, CAFile: srv.CAFile}, []string{plainPort, "is a plaintext port but TLS is on (--redis-ca-file)", "--redis-addr"}},
-		{"rediss:// against plaintext", Config{URL: "rediss://" + plainPort}, []string{plainPort, "is a plaintext port but TLS is on (the rediss:// URL)", "--redis-url"}},
+		{"TLS against plaintext", Config{Addr: plainPort, CAFile: srv.CAFile}, []string{plainPort, "is a plaintext port but TLS is on (CAFile)", "point Addr at"}},
+		{"TLS against plaintext, named", Config{Addr: plainPort, CAFile: srv.CAFile, Names: names}, []string{plainPort, "is a plaintext port but TLS is on (--ca)", "point --addr at"}},
+		{"rediss:// against plaintext", Config{URL: "rediss://" + plainPort}, []string{plainPort, "is a plaintext port but TLS is on (the rediss:// URL)", "point URL at"}},
 		{"TLS against a server answering", Config{Addr: answering, CAFile: srv.CAFile}, []string{answering, "is a plaintext port", "first record does not look like a TLS handshake"}},
-		{"plaintext against TLS", Config{Addr: tlsPort}, []string{tlsPort, "speaks TLS but TLS is off", "--redis-ca-file"}},
+		{"plaintext against TLS", Config{Addr: tlsPort}, []string{tlsPort, "speaks TLS but TLS is off", "set CAFile"}},
 		{"redis:// against TLS", Config{URL: "redis://" + tlsPort}, []string{tlsPort, "speaks TLS but TLS is off"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package redis
+package admission
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,30 +15,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"pgregory.net/rapid"
 
-	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/store"
-	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
 
 // testAdmission returns an admission for o whose Wait defaults to half an
 // hour (no test waits for it unless it sets o.Wait), and a channel told
 // of each request that starts waiting.
-func testAdmission(t *testing.T, o AdmissionOptions) (*admission, chan class) {
+func testAdmission(t *testing.T, o Options) (*Gate, chan class) {
 	t.Helper()
-	a := newAdmission(o, time.Hour, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "in_flight"}, []string{"class"}))
+	a := New(o, time.Hour, gauge(), gauge())
 	queued := make(chan class, 128)
-	a.queued = func(c class) { queued <- c }
+	a.waits = func(c class) { queued <- c }
 	return a, queued
 }
 
+func gauge() prometheus.Gauge { return prometheus.NewGauge(prometheus.GaugeOpts{Name: "in_flight"}) }
+
 // state is the items in flight and the requests waiting, by class.
-func (a *admission) state() (inFlight, waiting [2]int) {
+func (a *Gate) state() (inFlight, waiting [2]int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.inFlight, [2]int{a.waiting[light].Len(), a.waiting[heavy].Len()}
 }
 
-// cancelled is a context that has ended: acquire with it succeeds only
+// cancelled is a context that has ended: Acquire with it succeeds only
 // when the request is admitted without waiting.
 func cancelled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -47,12 +46,12 @@ func cancelled() context.Context {
 	return ctx
 }
 
-// startWaiting runs acquire(ctx, n) in a goroutine, returns once it waits
+// startWaiting runs Acquire(ctx, n) in a goroutine, returns once it waits
 // and delivers its result on the channel.
-func startWaiting(t *testing.T, a *admission, queued <-chan class, ctx context.Context, n int) <-chan error {
+func startWaiting(t *testing.T, a *Gate, queued <-chan class, ctx context.Context, n int) <-chan error {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- a.acquire(ctx, n) }()
+	go func() { done <- a.Acquire(ctx, n) }()
 	select {
 	case <-queued:
 	case err := <-done:
@@ -74,14 +73,14 @@ func waitResult(t *testing.T, done <-chan error) error {
 	}
 }
 
-func mustAcquire(t *testing.T, a *admission, ctx context.Context, n int) {
+func mustAcquire(t *testing.T, a *Gate, ctx context.Context, n int) {
 	t.Helper()
-	if err := a.acquire(ctx, n); err != nil {
+	if err := a.Acquire(ctx, n); err != nil {
 		t.Fatalf("acquire %d items: %v", n, err)
 	}
 }
 
-func wantState(t *testing.T, a *admission, inFlight, waiting [2]int) {
+func wantState(t *testing.T, a *Gate, inFlight, waiting [2]int) {
 	t.Helper()
 	if f, w := a.state(); f != inFlight || w != waiting {
 		t.Fatalf("in flight %v waiting %v, want %v and %v", f, w, inFlight, waiting)
@@ -91,7 +90,7 @@ func wantState(t *testing.T, a *admission, inFlight, waiting [2]int) {
 // TestAdmitLightWhileHeavyFull: heavy requests hold their whole share and
 // more wait; light ones are still admitted at once, up to the budget.
 func TestAdmitLightWhileHeavyFull(t *testing.T) {
-	a, queued := testAdmission(t, AdmissionOptions{}) // 512 items, 256 heavy, light <= 8
+	a, queued := testAdmission(t, Options{}) // 512 items, 256 heavy, light <= 8
 	for range 4 {
 		mustAcquire(t, a, context.Background(), 64)
 	}
@@ -101,7 +100,7 @@ func TestAdmitLightWhileHeavyFull(t *testing.T) {
 		heavyWaiting = append(heavyWaiting, startWaiting(t, a, queued, ctx, 64))
 	}
 	for i := range 256 / 4 {
-		if err := a.acquire(cancelled(), 1+i%4); err != nil { // 1+2+3+4 per 4 requests: 160 items
+		if err := a.Acquire(cancelled(), 1+i%4); err != nil { // 1+2+3+4 per 4 requests: 160 items
 			t.Fatalf("light request %d waited behind heavy ones: %v", i, err)
 		}
 	}
@@ -111,10 +110,10 @@ func TestAdmitLightWhileHeavyFull(t *testing.T) {
 	for range 96 {
 		mustAcquire(t, a, cancelled(), 1)
 	}
-	if err := a.acquire(cancelled(), 1); err == nil {
+	if err := a.Acquire(cancelled(), 1); err == nil {
 		t.Fatal("a light request was admitted past the budget")
 	}
-	a.release(64)
+	a.Release(64)
 	if err := waitResult(t, heavyWaiting[0]); err != nil {
 		t.Fatalf("oldest heavy waiter: %v", err)
 	}
@@ -132,8 +131,8 @@ func TestAdmitLightWhileHeavyFull(t *testing.T) {
 // random, some with ended contexts; the items held never pass the budget
 // nor the heavy share, and everything is given back at the end.
 func TestAdmitHeavyShareUnderConcurrency(t *testing.T) {
-	a, _ := testAdmission(t, AdmissionOptions{Budget: 64, HeavyShare: 0.5, Light: 4})
-	a.queued = nil
+	a, _ := testAdmission(t, Options{Budget: new(64), HeavyShare: 0.5, Light: 4})
+	a.waits = nil
 	var held [2]atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 16 {
@@ -146,7 +145,7 @@ func TestAdmitHeavyShareUnderConcurrency(t *testing.T) {
 				if (g+i)%3 == 0 {
 					ctx = cancelled()
 				}
-				if a.acquire(ctx, n) != nil {
+				if a.Acquire(ctx, n) != nil {
 					continue
 				}
 				c, w := a.weigh(n)
@@ -156,7 +155,7 @@ func TestAdmitHeavyShareUnderConcurrency(t *testing.T) {
 				}
 				runtime.Gosched()
 				held[c].Add(-int64(w))
-				a.release(n)
+				a.Release(n)
 			}
 		}()
 	}
@@ -174,7 +173,7 @@ func TestAdmitHeavyShareUnderConcurrency(t *testing.T) {
 func TestAdmitInOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		lightMax    int   // AdmissionOptions.Light, of a budget of 8, all of it for heavy ones too
+		lightMax    int   // Options.Light, of a budget of 8, all of it for heavy ones too
 		hold        []int // requests in flight at the start, released one by one
 		first, next int   // the two waiters, in this order
 		class       class
@@ -183,18 +182,18 @@ func TestAdmitInOrder(t *testing.T) {
 		{name: "heavy", lightMax: 1, hold: []int{2, 2, 2, 2}, first: 6, next: 2, class: heavy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, queued := testAdmission(t, AdmissionOptions{Budget: 8, HeavyShare: 1, Light: tc.lightMax})
+			a, queued := testAdmission(t, Options{Budget: new(8), HeavyShare: 1, Light: tc.lightMax})
 			for _, n := range tc.hold {
 				mustAcquire(t, a, context.Background(), n)
 			}
 			first := startWaiting(t, a, queued, context.Background(), tc.first)
 			next := startWaiting(t, a, queued, context.Background(), tc.next)
 			// Room for next but not first: neither goes, nor a newcomer.
-			a.release(tc.hold[0])
+			a.Release(tc.hold[0])
 			if _, w := a.state(); w[tc.class] != 2 {
 				t.Fatalf("room for the second waiter only: %d waiting, want both", w[tc.class])
 			}
-			if a.acquire(cancelled(), tc.next) == nil {
+			if a.Acquire(cancelled(), tc.next) == nil {
 				t.Fatal("a newcomer went before the waiters")
 			}
 			freed := tc.hold[0]
@@ -202,7 +201,7 @@ func TestAdmitInOrder(t *testing.T) {
 				if freed >= tc.first {
 					break
 				}
-				a.release(n)
+				a.Release(n)
 				freed += n
 			}
 			if err := waitResult(t, first); err != nil {
@@ -212,7 +211,7 @@ func TestAdmitInOrder(t *testing.T) {
 				if _, w := a.state(); w[tc.class] != 1 {
 					t.Fatalf("after the first waiter: %d waiting, want the second", w[tc.class])
 				}
-				a.release(tc.first)
+				a.Release(tc.first)
 			}
 			if err := waitResult(t, next); err != nil {
 				t.Fatal(err)
@@ -225,7 +224,7 @@ func TestAdmitInOrder(t *testing.T) {
 // waits Wait, returns the context's error at once and holds nothing; the
 // waiters behind it are let in if they now fit.
 func TestAdmitDeadlineWhileWaiting(t *testing.T) {
-	opts := AdmissionOptions{Budget: 16, HeavyShare: 0.5, Light: 1} // 8 heavy items
+	opts := Options{Budget: new(16), HeavyShare: 0.5, Light: 1} // 8 heavy items
 	t.Run("cancelled", func(t *testing.T) {
 		a, queued := testAdmission(t, opts)
 		mustAcquire(t, a, context.Background(), 8)
@@ -236,7 +235,7 @@ func TestAdmitDeadlineWhileWaiting(t *testing.T) {
 			t.Fatalf("acquire after cancel: %v", err)
 		}
 		wantState(t, a, [2]int{0, 8}, [2]int{})
-		a.release(8)
+		a.Release(8)
 		wantState(t, a, [2]int{}, [2]int{})
 		mustAcquire(t, a, cancelled(), 8)
 	})
@@ -245,7 +244,7 @@ func TestAdmitDeadlineWhileWaiting(t *testing.T) {
 		o.Wait = time.Millisecond
 		a, _ := testAdmission(t, o)
 		mustAcquire(t, a, context.Background(), 8)
-		if err := a.acquire(context.Background(), 2); !errors.Is(err, context.DeadlineExceeded) {
+		if err := a.Acquire(context.Background(), 2); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("acquire past Wait: %v", err)
 		}
 		wantState(t, a, [2]int{0, 8}, [2]int{})
@@ -256,8 +255,8 @@ func TestAdmitDeadlineWhileWaiting(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		// Cancelled, then admitted, before the waiter looks: it gives the
 		// room back.
-		a.queued = func(class) { cancel(); a.release(8) }
-		if err := a.acquire(ctx, 8); !errors.Is(err, context.Canceled) {
+		a.waits = func(class) { cancel(); a.Release(8) }
+		if err := a.Acquire(ctx, 8); !errors.Is(err, context.Canceled) {
 			t.Fatalf("acquire admitted after its context ended: %v", err)
 		}
 		wantState(t, a, [2]int{}, [2]int{})
@@ -269,7 +268,7 @@ func TestAdmitDeadlineWhileWaiting(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		head := startWaiting(t, a, queued, ctx, 8)
 		behind := startWaiting(t, a, queued, context.Background(), 2)
-		a.release(4) // room for behind, not for head
+		a.Release(4) // room for behind, not for head
 		wantState(t, a, [2]int{0, 4}, [2]int{0, 2})
 		cancel()
 		if err := waitResult(t, head); !errors.Is(err, context.Canceled) {
@@ -285,12 +284,12 @@ func TestAdmitDeadlineWhileWaiting(t *testing.T) {
 // TestAdmitReleaseNeverNegative: releases that were never acquired leave
 // nothing below zero, and the budget binds as before.
 func TestAdmitReleaseNeverNegative(t *testing.T) {
-	a, _ := testAdmission(t, AdmissionOptions{Budget: 16, Light: 4})
-	a.release(1)
-	a.release(64)
+	a, _ := testAdmission(t, Options{Budget: new(16), Light: 4})
+	a.Release(1)
+	a.Release(64)
 	mustAcquire(t, a, context.Background(), 3)
-	a.release(3)
-	a.release(3)
+	a.Release(3)
+	a.Release(3)
 	wantState(t, a, [2]int{}, [2]int{})
 	for c := range a.gauges {
 		if v := testutil.ToFloat64(a.gauges[c]); v != 0 {
@@ -300,7 +299,7 @@ func TestAdmitReleaseNeverNegative(t *testing.T) {
 	for range 4 {
 		mustAcquire(t, a, cancelled(), 4)
 	}
-	if a.acquire(cancelled(), 1) == nil {
+	if a.Acquire(cancelled(), 1) == nil {
 		t.Fatal("stray releases enlarged the budget")
 	}
 }
@@ -312,8 +311,7 @@ func TestAdmitModel(t *testing.T) {
 		budget := rapid.IntRange(1, 64).Draw(rt, "budget")
 		share := rapid.Float64Range(0.01, 1).Draw(rt, "share")
 		lightMax := rapid.IntRange(1, 8).Draw(rt, "light")
-		a := newAdmission(AdmissionOptions{Budget: budget, HeavyShare: share, Light: lightMax}, time.Hour,
-			prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "g"}, []string{"class"}))
+		a := New(Options{Budget: new(budget), HeavyShare: share, Light: lightMax}, time.Hour, gauge(), gauge())
 		heavyCap := max(1, int(float64(budget)*share))
 		var model [2]int
 		var held []int
@@ -322,7 +320,7 @@ func TestAdmitModel(t *testing.T) {
 				i := rapid.IntRange(0, len(held)-1).Draw(rt, "which")
 				n := held[i]
 				held = append(held[:i], held[i+1:]...)
-				a.release(n)
+				a.Release(n)
 				c, w := a.weigh(n)
 				model[c] -= w
 			} else {
@@ -332,7 +330,7 @@ func TestAdmitModel(t *testing.T) {
 					c, w = heavy, min(n, heavyCap)
 				}
 				fits := model[light]+model[heavy]+w <= budget && (c == light || model[heavy]+w <= heavyCap)
-				if got := a.acquire(cancelled(), n) == nil; got != fits {
+				if got := a.Acquire(cancelled(), n) == nil; got != fits {
 					rt.Fatalf("%d items with %v in flight (budget %d, heavy %d): admitted %v, want %v", n, model, budget, heavyCap, got, fits)
 				}
 				if fits {
@@ -350,103 +348,31 @@ func TestAdmitModel(t *testing.T) {
 // TestAdmitOptions: defaults, the weight cap of a request bigger than the
 // heavy share, turning admission off, and options refused.
 func TestAdmitOptions(t *testing.T) {
-	gauges := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "g"}, []string{"class"})
-	a := newAdmission(AdmissionOptions{}, 10*time.Millisecond, gauges)
+	a := New(Options{}, 10*time.Millisecond, gauge(), gauge())
 	if a.budget != 512 || a.heavyCap != 256 || a.light != 8 || a.wait != 5*time.Millisecond {
 		t.Fatalf("defaults: budget %d heavy %d light %d wait %v", a.budget, a.heavyCap, a.light, a.wait)
 	}
-	a = newAdmission(AdmissionOptions{Budget: 8, HeavyShare: 0.25}, time.Second, gauges)
+	a = New(Options{Budget: new(8), HeavyShare: 0.25}, time.Second, gauge(), gauge())
 	if c, w := a.weigh(64); c != heavy || w != 2 {
 		t.Fatalf("64 items with a heavy share of 2: class %d weight %d", c, w)
 	}
 	if c, w := a.weigh(4); c != light || w != 4 {
 		t.Fatalf("4 items: class %d weight %d", c, w)
 	}
-	off := newAdmission(AdmissionOptions{Budget: -1}, time.Second, gauges)
+	off := New(Options{Budget: new(0)}, time.Second, gauge(), gauge())
 	if off != nil {
-		t.Fatal("Budget < 0 did not turn admission off")
+		t.Fatal("Budget 0 did not turn admission off")
 	}
-	if err := off.acquire(cancelled(), 64); err != nil {
+	if err := off.Acquire(cancelled(), 64); err != nil {
 		t.Fatalf("admission off: %v", err)
 	}
-	off.release(64)
-	for _, o := range []AdmissionOptions{{HeavyShare: 1.5}, {HeavyShare: -0.5}, {HeavyShare: math.NaN()}, {Light: -1}, {Wait: -time.Second}} {
-		if o.check() == nil {
+	off.Release(64)
+	for _, o := range []Options{{Budget: new(-1)}, {HeavyShare: 1.5}, {HeavyShare: -0.5}, {HeavyShare: math.NaN()}, {Light: -1}, {Wait: -time.Second}} {
+		if o.Check() == nil {
 			t.Errorf("%+v accepted", o)
 		}
 	}
-	if err := (AdmissionOptions{Budget: -1, HeavyShare: 1, Light: 64, Wait: time.Second}).check(); err != nil {
+	if err := (Options{Budget: new(0), HeavyShare: 1, Light: 64, Wait: time.Second}).Check(); err != nil {
 		t.Errorf("valid options refused: %v", err)
-	}
-}
-
-// TestAdmitShedIsNotABreakerFailure: with the budget held, Decide sheds:
-// ErrUnavailable, counted as "shed", and no breaker failure however many
-// in a row; once room is back Redis decides again.
-func TestAdmitShedIsNotABreakerFailure(t *testing.T) {
-	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv.Addr()), Options{Admission: AdmissionOptions{Budget: 4, Wait: time.Millisecond}})
-	v := storetest.Version(t, 1, 10, "1/s")
-	gate := s.admit
-	mustAcquire(t, gate, context.Background(), 4)
-	for range 5 { // more than BreakerOptions.Failures
-		_, err := s.Decide(context.Background(), &store.Request{Items: []store.Item{{Key: "a", Version: v, Cost: 1}}}, make([]store.Result, 1))
-		if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Decide with the budget held: %v, want ErrUnavailable and the deadline", err)
-		}
-	}
-	if n := testutil.ToFloat64(s.metrics.errors.WithLabelValues("shed")); n != 5 {
-		t.Fatalf("shed counted %v times, want 5", n)
-	}
-	s.breaker.mu.Lock()
-	fails, open := s.breaker.fails, s.breaker.open
-	s.breaker.mu.Unlock()
-	if fails != 0 || open {
-		t.Fatalf("shedding counted as breaker failures: %d, open %v", fails, open)
-	}
-	gate.release(4)
-	out, res := decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 1})
-	if !out.Allowed || res[0].Remaining != 9 {
-		t.Fatalf("after room came back: %+v %+v", out, res[0])
-	}
-	if f, _ := gate.state(); f != [2]int{} {
-		t.Fatalf("in flight after Decide returned: %v", f)
-	}
-}
-
-// TestHeavyTimeoutIsNotABreakerFailure: while Redis answers nothing
-// (CLIENT PAUSE), heavy requests time out without opening the breaker;
-// light ones that time out open it, as Redis down would.
-func TestHeavyTimeoutIsNotABreakerFailure(t *testing.T) {
-	srv := redistest.Start(t)
-	c := newClient(t, srv.Addr())
-	s := newStore(t, c, Options{Timeout: 20 * time.Millisecond, Breaker: BreakerOptions{Failures: 2, Window: -1}})
-	v := storetest.Version(t, 1, 10, "1/s")
-	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // anchors the clock, loads the code
-	heavy := make([]store.Item, 16)
-	for i := range heavy {
-		heavy[i] = store.Item{Key: "h" + strconv.Itoa(i), Version: v, Cost: 1}
-	}
-	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", "2000", "ALL"); err != nil {
-		t.Fatal(err)
-	}
-	open := func() bool {
-		s.breaker.mu.Lock()
-		defer s.breaker.mu.Unlock()
-		return s.breaker.open
-	}
-	for range 4 {
-		if _, err := s.Decide(context.Background(), &store.Request{Items: heavy}, make([]store.Result, len(heavy))); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("heavy request while Redis is paused: %v, want a timeout", err)
-		}
-	}
-	if open() {
-		t.Fatal("heavy requests' timeouts opened the breaker")
-	}
-	for range 2 {
-		s.Decide(context.Background(), &store.Request{Items: heavy[:1]}, make([]store.Result, 1))
-	}
-	if !open() {
-		t.Fatal("light requests' timeouts left the breaker closed")
 	}
 }
