@@ -94,7 +94,7 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 		return err
 	}
 	doors, err := frontdoor.New(frontdoor.Options{
-		Service: svc, Policy: current, Metrics: metrics.NewFrontDoors(reg), Logger: log,
+		Service: svc, Policy: current, Metrics: metrics.NewFrontDoors(reg), Logger: log, Clock: clk,
 		ExtAuthzDenyStatus: s.ExtAuthzDenyStatus, ForwardAuthDenyStatus: s.ForwardAuthDenyStatus,
 	})
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -35,6 +36,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tokengate/tokengate/internal/logbudget"
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -55,12 +58,20 @@ type Options struct {
 	// 403 as a denial and turns anything else into a 500.
 	ForwardAuthDenyStatus int
 	Logger                *slog.Logger // [slog.Default()]
+	Clock                 clock.Clock  // [monotonic clock]; times the log's budget
 }
+
+// LogPerSecond is the most lines a second of each of the front doors' logs:
+// requests not decided (warn) and denials (debug). A client can send as
+// many of either as it likes; past the budget lines are dropped, and the
+// next line that goes out says how many in "dropped".
+const LogPerSecond = 10
 
 // Doors serves the ext_authz and forward-auth front doors.
 type Doors struct {
-	opts   Options
-	counts map[string]map[string]prometheus.Counter // front door -> result
+	opts              Options
+	counts            map[string]map[string]prometheus.Counter // front door -> result
+	undecided, denied *logbudget.Budget
 }
 
 // New returns Doors.
@@ -79,7 +90,13 @@ func New(opts Options) (*Doors, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	d := &Doors{opts: opts, counts: map[string]map[string]prometheus.Counter{}}
+	if opts.Clock == nil {
+		opts.Clock = clock.NewMonotonic()
+	}
+	d := &Doors{
+		opts: opts, counts: map[string]map[string]prometheus.Counter{},
+		undecided: logbudget.New(LogPerSecond, time.Second), denied: logbudget.New(LogPerSecond, time.Second),
+	}
 	for _, fd := range []string{metrics.FrontDoorRateLimit, metrics.FrontDoorExtAuthz, metrics.FrontDoorForwardAuth} {
 		d.counts[fd] = opts.Metrics.For(fd)
 	}
@@ -116,7 +133,7 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 		if domain == "" {
 			return verdict{result: metrics.FrontDoorBadRequest, err: fmt.Errorf("front door %s serves several domains (%v): the request must name one", door, fd.Domains())}
 		}
-		return verdict{result: metrics.FrontDoorBadRequest, err: fmt.Errorf("front door %s does not serve domain %q (it serves %v)", door, domain, fd.Domains())}
+		return verdict{result: metrics.FrontDoorBadRequest, err: fmt.Errorf("front door %s does not serve domain %q (it serves %v)", door, logbudget.Clip(domain), fd.Domains())}
 	}
 	v := verdict{domain: fdd.Name}
 	a := attrs(fd)
@@ -176,16 +193,32 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 }
 
 // count records a verdict in the metrics and, for what is not an ordinary
-// decision, the log.
+// decision, the log, at most LogPerSecond lines a second of each kind.
+// The client's values in a line are clipped where the error or reason is
+// made (logbudget.Clip).
 func (d *Doors) count(ctx context.Context, door string, v *verdict) {
 	d.counts[door][v.result].Inc()
 	switch {
 	case v.err != nil:
-		d.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "front door request not decided",
-			slog.String("front_door", door), slog.String("result", v.result), slog.String("error", v.err.Error()))
+		if dropped, ok := d.undecided.Take(d.opts.Clock.Now()); ok {
+			d.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "front door request not decided",
+				slog.String("front_door", door), slog.String("result", v.result), slog.String("error", v.err.Error()),
+				droppedAttr(dropped))
+		}
 	case !v.allowed && d.opts.Logger.Enabled(ctx, slog.LevelDebug):
-		d.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "front door request denied",
-			slog.String("front_door", door), slog.String("domain", v.domain), slog.String("result", v.result),
-			slog.Any("rules", v.violated), slog.String("reason", v.reason))
+		if dropped, ok := d.denied.Take(d.opts.Clock.Now()); ok {
+			d.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "front door request denied",
+				slog.String("front_door", door), slog.String("domain", v.domain), slog.String("result", v.result),
+				slog.Any("rules", v.violated), slog.String("reason", v.reason), droppedAttr(dropped))
+		}
 	}
+}
+
+// droppedAttr says how many lines were dropped before this one; an empty
+// attribute, which slog leaves out, when none were.
+func droppedAttr(n int64) slog.Attr {
+	if n == 0 {
+		return slog.Attr{}
+	}
+	return slog.Int64("dropped", n)
 }

@@ -93,7 +93,7 @@ func newFixture(t testing.TB, pol string) *fixture {
 		t.Fatal(err)
 	}
 	m := metrics.NewFrontDoors(reg)
-	d, err := New(Options{Service: svc, Policy: func() *policy.Policy { return p }, Metrics: m, Logger: slog.New(slog.DiscardHandler)})
+	d, err := New(Options{Service: svc, Policy: func() *policy.Policy { return p }, Metrics: m, Logger: slog.New(slog.DiscardHandler), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
