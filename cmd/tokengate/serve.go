@@ -104,7 +104,7 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
 		Policy: current, Candidate: cand.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
-		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log, GRPCMaxRecvBytes: s.GRPCMaxRecvBytes,
+		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log, Clock: clk, GRPCMaxRecvBytes: s.GRPCMaxRecvBytes,
 		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
 		Propagator: tr.propagator,
 	})

@@ -203,22 +203,13 @@ func (d *Doors) count(ctx context.Context, door string, v *verdict) {
 		if dropped, ok := d.undecided.Take(d.opts.Clock.Now()); ok {
 			d.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "front door request not decided",
 				slog.String("front_door", door), slog.String("result", v.result), slog.String("error", v.err.Error()),
-				droppedAttr(dropped))
+				logbudget.Dropped(dropped))
 		}
 	case !v.allowed && d.opts.Logger.Enabled(ctx, slog.LevelDebug):
 		if dropped, ok := d.denied.Take(d.opts.Clock.Now()); ok {
 			d.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "front door request denied",
 				slog.String("front_door", door), slog.String("domain", v.domain), slog.String("result", v.result),
-				slog.Any("rules", v.violated), slog.String("reason", v.reason), droppedAttr(dropped))
+				slog.Any("rules", v.violated), slog.String("reason", v.reason), logbudget.Dropped(dropped))
 		}
 	}
-}
-
-// droppedAttr says how many lines were dropped before this one; an empty
-// attribute, which slog leaves out, when none were.
-func droppedAttr(n int64) slog.Attr {
-	if n == 0 {
-		return slog.Attr{}
-	}
-	return slog.Int64("dropped", n)
 }
