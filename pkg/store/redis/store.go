@@ -92,6 +92,7 @@ type Store struct {
 	clock               sharedClock
 	windowMs, pendingMs string
 	toleranceMs         string
+	logs                failureLogs
 }
 
 var _ store.Store = (*Store)(nil)
@@ -145,6 +146,7 @@ func New(opts Options) (*Store, error) {
 		windowMs:    strconv.FormatInt(max(opts.ReplayWindow.Milliseconds(), 1), 10),
 		toleranceMs: strconv.FormatInt(max(opts.ClockStepTolerance.Milliseconds(), 1), 10),
 		pendingMs:   strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
+		logs:        newFailureLogs(),
 	}
 	s.breaker = newBreaker(opts.Breaker, opts.Logger, s.metrics.breakerOpen, opts.Clock)
 	s.admit = newAdmission(opts.Admission, opts.Timeout, s.metrics.inFlight)
