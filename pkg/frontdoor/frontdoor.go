@@ -11,8 +11,12 @@
 // as ShouldRateLimit would: one bucket store call, all or nothing. The
 // answer carries the same facts as headers: RateLimit and RateLimit-Policy
 // (draft-ietf-httpapi-ratelimit-headers), X-RateLimit-Limit/Remaining/Reset
-// (as Envoy's ratelimit filter writes them), Retry-After when denied, and
-// tokengate's x-tokengate-reason and x-tokengate-degraded.
+// (as Envoy's ratelimit filter writes them), and Retry-After when denied.
+// Why a request can never pass (x-tokengate-reason, the problem's detail)
+// and that the store failed (x-tokengate-degraded) name rules, costs and
+// the store's state: they are told only when the service tells
+// ShouldRateLimit's clients (service.Options.ClientReasonHeader), and are
+// in the log and the dynamic metadata either way.
 //
 // Which domain: the front door's only domain, or the one the request names
 // (ext_authz: the context extension "domain", set per route in Envoy;
@@ -72,6 +76,7 @@ type Doors struct {
 	opts              Options
 	counts            map[string]map[string]prometheus.Counter // front door -> result
 	undecided, denied *logbudget.Budget
+	tell              bool // tell clients why (service.Service.ClientReasonHeader)
 }
 
 // New returns Doors.
@@ -96,6 +101,7 @@ func New(opts Options) (*Doors, error) {
 	d := &Doors{
 		opts: opts, counts: map[string]map[string]prometheus.Counter{},
 		undecided: logbudget.New(LogPerSecond, time.Second), denied: logbudget.New(LogPerSecond, time.Second),
+		tell: opts.Service.ClientReasonHeader(),
 	}
 	for _, fd := range []string{metrics.FrontDoorRateLimit, metrics.FrontDoorExtAuthz, metrics.FrontDoorForwardAuth} {
 		d.counts[fd] = opts.Metrics.For(fd)
@@ -110,8 +116,8 @@ type verdict struct {
 	domain   string
 	headers  []header         // for the client, allowed or denied
 	violated []string         // rules over their limit
-	reason   string           // why the request can never pass as it is
-	metadata *structpb.Struct // the service's dynamic metadata: nil unless limited or degraded
+	reason   string           // why the request can never pass as it is (the client's only if told)
+	metadata *structpb.Struct // dynamic metadata: the service's, nil unless limited or degraded, or refusedMetadata
 	err      error            // a bad request or a missing front door: no decision
 }
 
@@ -158,7 +164,10 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 		cost, hasCost, err := ds.HitsAddend(a)
 		if err != nil {
 			v.result, v.reason = metrics.FrontDoorRefused, err.Error()
-			v.headers = []header{{"X-Tokengate-Reason", v.reason}}
+			v.metadata = refusedMetadata(fdd.Name, v.reason)
+			if d.tell {
+				v.headers = []header{{"X-Tokengate-Reason", v.reason}}
+			}
 			return v
 		}
 		rd := &descArr[len(descs)]
@@ -183,13 +192,24 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 		if !v.allowed {
 			v.result = metrics.FrontDoorOverLimit
 		}
-		v.headers, v.violated, v.reason = rateLimitHeaders(dec)
-		v.metadata = dec.Response.DynamicMetadata
+		v.headers, v.violated = rateLimitHeaders(dec)
+		v.reason, v.metadata = dec.Reason, dec.Response.DynamicMetadata
 	})
 	if err != nil {
 		return verdict{result: metrics.FrontDoorBadRequest, err: err}
 	}
 	return v
+}
+
+// refusedMetadata is the dynamic metadata of a request refused before
+// it was decided, with the service's keys: where ext_authz says why when
+// the client is not told.
+func refusedMetadata(domain, reason string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		service.MetaDomain: structpb.NewStringValue(domain),
+		service.MetaResult: structpb.NewStringValue(metrics.ResultRefused),
+		service.MetaReason: structpb.NewStringValue(reason),
+	}}
 }
 
 // count records a verdict in the metrics and, for what is not an ordinary
