@@ -87,7 +87,7 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	}()
 	svc, err := service.New(service.Options{
 		Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log,
-		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames(), Candidate: cand.options(st),
+		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames(), ClientReasonHeader: s.ClientReasonHeader, Candidate: cand.options(st),
 		DecisionLog: decisionLog(s, log), Tracer: tr.tracer,
 	})
 	if err != nil {
