@@ -65,11 +65,11 @@ type Options struct {
 	Clock                 clock.Clock  // [monotonic clock]; times the log's budget
 }
 
-// LogPerSecond is the most lines a second of each of the front doors' logs:
+// logPerSecond is the most lines a second of each of the front doors' logs:
 // requests not decided (warn) and denials (debug). A client can send as
 // many of either as it likes; past the budget lines are dropped, and the
 // next line that goes out says how many in "dropped".
-const LogPerSecond = 10
+const logPerSecond = 10
 
 // Doors serves the ext_authz and forward-auth front doors.
 type Doors struct {
@@ -100,7 +100,7 @@ func New(opts Options) (*Doors, error) {
 	}
 	d := &Doors{
 		opts: opts, counts: map[string]map[string]prometheus.Counter{},
-		undecided: logbudget.New(LogPerSecond, time.Second), denied: logbudget.New(LogPerSecond, time.Second),
+		undecided: logbudget.New(logPerSecond, time.Second), denied: logbudget.New(logPerSecond, time.Second),
 		tell: opts.Service.ClientReasonHeader(),
 	}
 	for _, fd := range []string{metrics.FrontDoorRateLimit, metrics.FrontDoorExtAuthz, metrics.FrontDoorForwardAuth} {
@@ -213,7 +213,7 @@ func refusedMetadata(domain, reason string) *structpb.Struct {
 }
 
 // count records a verdict in the metrics and, for what is not an ordinary
-// decision, the log, at most LogPerSecond lines a second of each kind.
+// decision, the log, at most logPerSecond lines a second of each kind.
 // The client's values in a line are clipped where the error or reason is
 // made (logbudget.Clip).
 func (d *Doors) count(ctx context.Context, door string, v *verdict) {

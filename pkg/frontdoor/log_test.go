@@ -54,7 +54,7 @@ func (b *lockedBuffer) lines(t *testing.T) []map[string]any {
 
 // TestForwardAuthFloodLogBounded: a flood of forward-auth requests that
 // are not decided, each naming a 60 KB domain, over real HTTP, writes
-// LogPerSecond short lines a second, not a 60 KB line per request; the
+// logPerSecond short lines a second, not a 60 KB line per request; the
 // first line after the budget says how many were dropped, and the client
 // reads the domain clipped too.
 func TestForwardAuthFloodLogBounded(t *testing.T) {
@@ -105,8 +105,8 @@ func TestForwardAuthFloodLogBounded(t *testing.T) {
 		t.Fatalf("%d requests wrote %d bytes of log, want under 50 KB", requests, n)
 	}
 	lines := out.lines(t)
-	if len(lines) != LogPerSecond {
-		t.Fatalf("%d lines, want %d (the budget of a second)", len(lines), LogPerSecond)
+	if len(lines) != logPerSecond {
+		t.Fatalf("%d lines, want %d (the budget of a second)", len(lines), logPerSecond)
 	}
 	const clipped = "…(60000 bytes)"
 	if e, _ := lines[0]["error"].(string); !strings.Contains(e, clipped) || len(e) > 300 {
@@ -117,7 +117,7 @@ func TestForwardAuthFloodLogBounded(t *testing.T) {
 		t.Fatalf("body %.300q: want the domain clipped", body)
 	}
 	lines = out.lines(t)
-	if last := lines[len(lines)-1]; last["dropped"] != float64(requests-LogPerSecond) {
-		t.Fatalf("a second later: %v, want dropped %d", last, requests-LogPerSecond)
+	if last := lines[len(lines)-1]; last["dropped"] != float64(requests-logPerSecond) {
+		t.Fatalf("a second later: %v, want dropped %d", last, requests-logPerSecond)
 	}
 }
