@@ -210,8 +210,8 @@ func TestCompatEnvSettings(t *testing.T) {
 		t.Errorf("modes: %v %q", s.ShadowAll, s.LimitHeaders)
 	case s.metricsListener() == nil || s.metricsListener().Addr != "127.0.0.1:9191" || s.metricsListener().Path != "/metrics":
 		t.Errorf("metrics: %+v", s.metricsListener())
-	case s.Redis.Timeout != 15*time.Millisecond || s.MaxBuckets != 1_000_000:
-		t.Errorf("tokengate's defaults: %v %d", s.Redis.Timeout, s.MaxBuckets)
+	case s.Redis.Timeout != 15*time.Millisecond || s.MaxBuckets != 1_000_000 || s.ClientReasonHeader:
+		t.Errorf("tokengate's defaults: %v %d, client reason header %v", s.Redis.Timeout, s.MaxBuckets, s.ClientReasonHeader)
 	}
 	// Envoy Gateway's environment lands in the xDS and gRPC TLS settings.
 	s, _, err = compatSettings([]string{"RUNTIME_ROOT=/data", subdir, "RUNTIME_IGNOREDOTFILES=true", "RUNTIME_WATCH_ROOT=false", "LOG_LEVEL=info", "USE_STATSD=false",

@@ -87,14 +87,14 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	}()
 	svc, err := service.New(service.Options{
 		Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log,
-		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames(), Candidate: cand.options(st),
+		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames(), ClientReasonHeader: s.ClientReasonHeader, Candidate: cand.options(st),
 		DecisionLog: decisionLog(s, log), Tracer: tr.tracer,
 	})
 	if err != nil {
 		return err
 	}
 	doors, err := frontdoor.New(frontdoor.Options{
-		Service: svc, Policy: current, Metrics: metrics.NewFrontDoors(reg), Logger: log,
+		Service: svc, Policy: current, Metrics: metrics.NewFrontDoors(reg), Logger: log, Clock: clk,
 		ExtAuthzDenyStatus: s.ExtAuthzDenyStatus, ForwardAuthDenyStatus: s.ForwardAuthDenyStatus,
 	})
 	if err != nil {
@@ -104,7 +104,7 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
 		Policy: current, Candidate: cand.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
-		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log, GRPCMaxRecvBytes: s.GRPCMaxRecvBytes,
+		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log, Clock: clk, GRPCMaxRecvBytes: s.GRPCMaxRecvBytes,
 		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
 		Propagator: tr.propagator,
 	})

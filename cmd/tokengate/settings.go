@@ -57,6 +57,7 @@ type settings struct {
 	MetricsPath           string          //
 	ShadowAll             bool            // service.Options.ShadowAll
 	LimitHeaders          string          // service.Options.LimitHeaders, comma-separated
+	ClientReasonHeader    bool            // service.Options.ClientReasonHeader
 	Redis                 redisSettings   // the other --redis-* settings (redis.go)
 	XDS                   xdsSettings     // --xds-* (xds.go)
 	GRPCTLS               grpcTLSSettings // --grpc-tls-* (xds.go)

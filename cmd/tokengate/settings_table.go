@@ -54,6 +54,8 @@ var settingsTable = []setting{
 		func(s *settings) *bool { return &s.ShadowAll }),
 	opt("limit-headers", "", "LIMIT,REMAINING,RESET: add these three response headers from the descriptor nearest its limit, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED (default: none)",
 		func(s *settings) *string { return &s.LimitHeaders }),
+	opt("client-reason-header", false, "tell clients why: x-tokengate-reason on a refusal that can never pass (it names rules and costs), x-tokengate-degraded when the store failed and on_store_error answered, and the reason as a front door's problem detail; by default the dynamic metadata and the decision log alone say so",
+		func(s *settings) *bool { return &s.ClientReasonHeader }),
 	opt("decision-log-rate", 100, "most decision log lines a second at each level: refusals and degraded answers at info, every decision at debug; the next line says how many were dropped (0: no decision log)",
 		func(s *settings) *int { return &s.DecisionLogRate }),
 	opt("otlp-endpoint", "", "OTLP gRPC endpoint that turns tracing on, one span per decision: http://host:4317 (plain) or https://host:4317 (TLS); without it the standard OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT does, and with neither tracing is off",

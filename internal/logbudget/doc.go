@@ -15,4 +15,9 @@
 // allocates its window), and Flush with nothing dropped one atomic load.
 // Counts are exact; a line may count one dropped at the same instant by
 // another goroutine that, strictly, came after it.
+//
+// Clip bounds a line's length as a Budget bounds their number: a value a
+// client chose (a domain, a descriptor value, a header, a path) goes into a
+// line as a short prefix and its length, so that a line costs the same
+// whatever the client sent.
 package logbudget

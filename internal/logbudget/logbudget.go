@@ -1,6 +1,7 @@
 package logbudget
 
 import (
+	"log/slog"
 	"sync/atomic"
 	"time"
 )
@@ -67,4 +68,14 @@ func (b *Budget) claim(now int64) bool {
 			return true
 		}
 	}
+}
+
+// Dropped is the attribute with which a line let through says how many
+// were dropped before it ("dropped"): an empty attribute, which slog's
+// handlers leave out, when none were.
+func Dropped(n int64) slog.Attr {
+	if n == 0 {
+		return slog.Attr{}
+	}
+	return slog.Int64("dropped", n)
 }

@@ -306,6 +306,29 @@ func Header(r *rlsv3.RateLimitResponse, key string) string {
 	return ""
 }
 
+// Reason returns the reason in a response's dynamic metadata (of the
+// descriptor that decided), "" if none: where a refusal says why unless
+// --client-reason-header also puts it in x-tokengate-reason.
+func Reason(r *rlsv3.RateLimitResponse) string {
+	return r.GetDynamicMetadata().GetFields()["reason"].GetStringValue()
+}
+
+// Degraded reports whether a response's dynamic metadata marks a
+// descriptor degraded (on_store_error answered), at the top level or in
+// its list of descriptors.
+func Degraded(r *rlsv3.RateLimitResponse) bool {
+	f := r.GetDynamicMetadata().GetFields()
+	if f["degraded"].GetBoolValue() {
+		return true
+	}
+	for _, d := range f["descriptors"].GetListValue().GetValues() {
+		if d.GetStructValue().GetFields()["degraded"].GetBoolValue() {
+			return true
+		}
+	}
+	return false
+}
+
 // WritePolicy replaces path's content atomically (write, then rename), as
 // editors and Kubernetes do.
 func WritePolicy(t *testing.T, path, content string) {

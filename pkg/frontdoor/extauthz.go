@@ -116,7 +116,7 @@ func (e extAuthz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 			DynamicMetadata: v.metadata,
 		}, nil
 	}
-	body, ctype := problem(e.d.opts.ExtAuthzDenyStatus, &v)
+	body, ctype := e.d.problem(e.d.opts.ExtAuthzDenyStatus, &v)
 	values[n-1] = corev3.HeaderValue{Key: "content-type", Value: ctype}
 	opts[n-1] = corev3.HeaderValueOption{Header: &values[n-1], AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
 	options[n-1] = &opts[n-1]

@@ -50,7 +50,7 @@ func (f forwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	body, ctype := problem(f.d.opts.ForwardAuthDenyStatus, &v)
+	body, ctype := f.d.problem(f.d.opts.ForwardAuthDenyStatus, &v)
 	h.Set("Content-Type", ctype)
 	w.WriteHeader(f.d.opts.ForwardAuthDenyStatus)
 	if r.Method != http.MethodHead {
@@ -123,15 +123,21 @@ func (h httpHeaders) Header(name string) (string, bool) {
 }
 
 // problem is the body of a denial: an RFC 9457 problem, of the
-// quota-exceeded type the RateLimit header draft defines.
-func problem(code int, v *verdict) (body, contentType string) {
+// quota-exceeded type the RateLimit header draft defines, with the rules
+// over their limit (as RateLimit-Policy names them) and, when clients are
+// told why, the reason as its detail.
+func (d *Doors) problem(code int, v *verdict) (body, contentType string) {
+	detail := ""
+	if d.tell {
+		detail = v.reason
+	}
 	p := struct {
 		Type             string   `json:"type"`
 		Title            string   `json:"title"`
 		Status           int      `json:"status"`
 		Detail           string   `json:"detail,omitempty"`
 		ViolatedPolicies []string `json:"violated-policies,omitempty"`
-	}{problemQuotaExceededType, "Request cannot be satisfied as assigned quota has been exceeded", code, v.reason, v.violated}
+	}{problemQuotaExceededType, "Request cannot be satisfied as assigned quota has been exceeded", code, detail, v.violated}
 	b, _ := json.Marshal(p)
 	return string(b) + "\n", "application/problem+json"
 }

@@ -11,8 +11,12 @@
 // as ShouldRateLimit would: one bucket store call, all or nothing. The
 // answer carries the same facts as headers: RateLimit and RateLimit-Policy
 // (draft-ietf-httpapi-ratelimit-headers), X-RateLimit-Limit/Remaining/Reset
-// (as Envoy's ratelimit filter writes them), Retry-After when denied, and
-// tokengate's x-tokengate-reason and x-tokengate-degraded.
+// (as Envoy's ratelimit filter writes them), and Retry-After when denied.
+// Why a request can never pass (x-tokengate-reason, the problem's detail)
+// and that the store failed (x-tokengate-degraded) name rules, costs and
+// the store's state: they are told only when the service tells
+// ShouldRateLimit's clients (service.Options.ClientReasonHeader), and are
+// in the log and the dynamic metadata either way.
 //
 // Which domain: the front door's only domain, or the one the request names
 // (ext_authz: the context extension "domain", set per route in Envoy;
@@ -28,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -35,6 +40,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tokengate/tokengate/internal/logbudget"
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -55,12 +62,21 @@ type Options struct {
 	// 403 as a denial and turns anything else into a 500.
 	ForwardAuthDenyStatus int
 	Logger                *slog.Logger // [slog.Default()]
+	Clock                 clock.Clock  // [monotonic clock]; times the log's budget
 }
+
+// logPerSecond is the most lines a second of each of the front doors' logs:
+// requests not decided (warn) and denials (debug). A client can send as
+// many of either as it likes; past the budget lines are dropped, and the
+// next line that goes out says how many in "dropped".
+const logPerSecond = 10
 
 // Doors serves the ext_authz and forward-auth front doors.
 type Doors struct {
-	opts   Options
-	counts map[string]map[string]prometheus.Counter // front door -> result
+	opts              Options
+	counts            map[string]map[string]prometheus.Counter // front door -> result
+	undecided, denied *logbudget.Budget
+	tell              bool // tell clients why (service.Service.ClientReasonHeader)
 }
 
 // New returns Doors.
@@ -79,7 +95,14 @@ func New(opts Options) (*Doors, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	d := &Doors{opts: opts, counts: map[string]map[string]prometheus.Counter{}}
+	if opts.Clock == nil {
+		opts.Clock = clock.NewMonotonic()
+	}
+	d := &Doors{
+		opts: opts, counts: map[string]map[string]prometheus.Counter{},
+		undecided: logbudget.New(logPerSecond, time.Second), denied: logbudget.New(logPerSecond, time.Second),
+		tell: opts.Service.ClientReasonHeader(),
+	}
 	for _, fd := range []string{metrics.FrontDoorRateLimit, metrics.FrontDoorExtAuthz, metrics.FrontDoorForwardAuth} {
 		d.counts[fd] = opts.Metrics.For(fd)
 	}
@@ -93,8 +116,8 @@ type verdict struct {
 	domain   string
 	headers  []header         // for the client, allowed or denied
 	violated []string         // rules over their limit
-	reason   string           // why the request can never pass as it is
-	metadata *structpb.Struct // the service's dynamic metadata: nil unless limited or degraded
+	reason   string           // why the request can never pass as it is (the client's only if told)
+	metadata *structpb.Struct // dynamic metadata: the service's, nil unless limited or degraded, or refusedMetadata
 	err      error            // a bad request or a missing front door: no decision
 }
 
@@ -116,7 +139,7 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 		if domain == "" {
 			return verdict{result: metrics.FrontDoorBadRequest, err: fmt.Errorf("front door %s serves several domains (%v): the request must name one", door, fd.Domains())}
 		}
-		return verdict{result: metrics.FrontDoorBadRequest, err: fmt.Errorf("front door %s does not serve domain %q (it serves %v)", door, domain, fd.Domains())}
+		return verdict{result: metrics.FrontDoorBadRequest, err: fmt.Errorf("front door %s does not serve domain %q (it serves %v)", door, logbudget.Clip(domain), fd.Domains())}
 	}
 	v := verdict{domain: fdd.Name}
 	a := attrs(fd)
@@ -141,7 +164,10 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 		cost, hasCost, err := ds.HitsAddend(a)
 		if err != nil {
 			v.result, v.reason = metrics.FrontDoorRefused, err.Error()
-			v.headers = []header{{"X-Tokengate-Reason", v.reason}}
+			v.metadata = refusedMetadata(fdd.Name, v.reason)
+			if d.tell {
+				v.headers = []header{{"X-Tokengate-Reason", v.reason}}
+			}
 			return v
 		}
 		rd := &descArr[len(descs)]
@@ -166,8 +192,8 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 		if !v.allowed {
 			v.result = metrics.FrontDoorOverLimit
 		}
-		v.headers, v.violated, v.reason = rateLimitHeaders(dec)
-		v.metadata = dec.Response.DynamicMetadata
+		v.headers, v.violated = rateLimitHeaders(dec)
+		v.reason, v.metadata = dec.Reason, dec.Response.DynamicMetadata
 	})
 	if err != nil {
 		return verdict{result: metrics.FrontDoorBadRequest, err: err}
@@ -175,17 +201,35 @@ func (d *Doors) decide(ctx context.Context, door, domain string, attrs func(*spe
 	return v
 }
 
+// refusedMetadata is the dynamic metadata of a request refused before
+// it was decided, with the service's keys: where ext_authz says why when
+// the client is not told.
+func refusedMetadata(domain, reason string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		service.MetaDomain: structpb.NewStringValue(domain),
+		service.MetaResult: structpb.NewStringValue(metrics.ResultRefused),
+		service.MetaReason: structpb.NewStringValue(reason),
+	}}
+}
+
 // count records a verdict in the metrics and, for what is not an ordinary
-// decision, the log.
+// decision, the log, at most logPerSecond lines a second of each kind.
+// The client's values in a line are clipped where the error or reason is
+// made (logbudget.Clip).
 func (d *Doors) count(ctx context.Context, door string, v *verdict) {
 	d.counts[door][v.result].Inc()
 	switch {
 	case v.err != nil:
-		d.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "front door request not decided",
-			slog.String("front_door", door), slog.String("result", v.result), slog.String("error", v.err.Error()))
+		if dropped, ok := d.undecided.Take(d.opts.Clock.Now()); ok {
+			d.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "front door request not decided",
+				slog.String("front_door", door), slog.String("result", v.result), slog.String("error", v.err.Error()),
+				logbudget.Dropped(dropped))
+		}
 	case !v.allowed && d.opts.Logger.Enabled(ctx, slog.LevelDebug):
-		d.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "front door request denied",
-			slog.String("front_door", door), slog.String("domain", v.domain), slog.String("result", v.result),
-			slog.Any("rules", v.violated), slog.String("reason", v.reason))
+		if dropped, ok := d.denied.Take(d.opts.Clock.Now()); ok {
+			d.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "front door request denied",
+				slog.String("front_door", door), slog.String("domain", v.domain), slog.String("result", v.result),
+				slog.Any("rules", v.violated), slog.String("reason", v.reason), logbudget.Dropped(dropped))
+		}
 	}
 }

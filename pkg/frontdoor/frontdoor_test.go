@@ -76,7 +76,9 @@ type fixture struct {
 	m     *metrics.FrontDoors
 }
 
-func newFixture(t testing.TB, pol string) *fixture {
+// newFixture is Doors on the policy pol, a memory store and a fake clock,
+// with the service's options changed by tweaks before New.
+func newFixture(t testing.TB, pol string, tweaks ...func(*service.Options)) *fixture {
 	t.Helper()
 	p, err := policy.Parse("test.yaml", []byte(pol))
 	if err != nil {
@@ -85,15 +87,19 @@ func newFixture(t testing.TB, pol string) *fixture {
 	p.Activate()
 	clk := new(clock.Fake)
 	reg := prometheus.NewRegistry()
-	svc, err := service.New(service.Options{
+	o := service.Options{
 		Policy: func() *policy.Policy { return p }, Store: memory.New(memory.Options{Clock: clk}),
 		StoreName: "memory", Metrics: metrics.New(reg), Clock: clk,
-	})
+	}
+	for _, tweak := range tweaks {
+		tweak(&o)
+	}
+	svc, err := service.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := metrics.NewFrontDoors(reg)
-	d, err := New(Options{Service: svc, Policy: func() *policy.Policy { return p }, Metrics: m, Logger: slog.New(slog.DiscardHandler)})
+	d, err := New(Options{Service: svc, Policy: func() *policy.Policy { return p }, Metrics: m, Logger: slog.New(slog.DiscardHandler), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +178,7 @@ func TestCheck(t *testing.T) {
 	}
 	req2.Attributes.Request.Http.Headers["x-cost"] = "lots"
 	resp, _ = ea.Check(ctx, req2)
-	if r := headerOf(resp.GetDeniedResponse().GetHeaders(), "x-tokengate-reason"); !strings.Contains(r, "not a whole number") {
+	if r := resp.GetDynamicMetadata().GetFields()[service.MetaReason].GetStringValue(); resp.GetDeniedResponse() == nil || !strings.Contains(r, "not a whole number") {
 		t.Fatalf("bad cost: %v", resp)
 	}
 	// Headers missing: only the remote address applies.

@@ -35,9 +35,9 @@ const (
 //     writes them from the same statuses (DRAFT_VERSION_03): the limit of
 //     the status with the fewest tokens left, then each rule's
 //     requests_per_unit;w=UNIT_SECONDS;name="rule".
-//   - the headers ShouldRateLimit adds: Retry-After, x-tokengate-reason,
-//     x-tokengate-degraded.
-func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, reason string) {
+//   - the headers ShouldRateLimit adds: Retry-After and, when the service
+//     tells clients why, x-tokengate-reason and x-tokengate-degraded.
+func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string) {
 	// Every value is appended to one buffer, turned into one string and
 	// sliced: one allocation for all of them.
 	var (
@@ -124,11 +124,8 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string, re
 	}
 	for _, h := range dec.Response.ResponseHeadersToAdd {
 		hs = append(hs, header{canonicalKey(h.Key), h.Value})
-		if h.Key == service.HeaderReason {
-			reason = h.Value
-		}
 	}
-	return hs, violated, reason
+	return hs, violated
 }
 
 // canonicalKey is http.CanonicalHeaderKey without an allocation for the

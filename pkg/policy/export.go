@@ -139,7 +139,7 @@ func (p *Policy) ImportReport() []string {
 		"every limit is a token bucket, not a fixed window: capacity requests_per_unit, refilled continuously at requests_per_unit per unit; a fresh burst gets the same answers, but there is no second burst at a window edge and spent requests come back gradually",
 		"limit_remaining is the bucket's whole tokens; duration_until_reset is the time until the bucket is full (OK) or until the request fits (OVER_LIMIT, also as retry-after), not the time to the window's end",
 		"a request's descriptors are decided together: when one is over the limit none is charged (the reference counts every hit, unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT), and an over-limit hit is never counted",
-		"a hits_addend above a limit's requests_per_unit is refused at once with x-tokengate-reason (OVER_LIMIT in both)",
+		"a hits_addend above a limit's requests_per_unit is refused at once, with a reason in the dynamic metadata (OVER_LIMIT in both)",
 		"keys and values are compared apart: the reference joins them as key_value, so its descriptor key \"a_b\" value \"c\" also matches a config key \"a\" value \"b_c\"",
 		"a limit override Envoy sends in a descriptor (limit:) is ignored: the configured rule decides",
 		"quota_mode: as there, a request passes while one of its quota descriptors is within its limit, but the quota descriptors over it are not charged (such a request is decided twice, the second time without them)",
@@ -148,7 +148,7 @@ func (p *Policy) ImportReport() []string {
 	for _, name := range p.names {
 		for _, r := range p.domains[name].rules {
 			if r.Deny {
-				out = append(out, fmt.Sprintf("%s:%d: domain %q rule %q: requests_per_unit 0: OVER_LIMIT with x-tokengate-reason and no duration_until_reset (the reference gives the window's end)",
+				out = append(out, fmt.Sprintf("%s:%d: domain %q rule %q: requests_per_unit 0: OVER_LIMIT with a reason and no duration_until_reset (the reference gives the window's end)",
 					r.File, r.Line, r.Domain, r.Name))
 			}
 		}

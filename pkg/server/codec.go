@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -12,6 +13,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tokengate/tokengate/internal/logbudget"
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/server/lenient"
 )
@@ -47,18 +50,26 @@ type codec struct {
 	// invalidRLS and invalidAuthz count the requests decoded leniently.
 	invalidRLS, invalidAuthz prometheus.Counter
 	log                      *slog.Logger
-	gate                     *decodeGate // bounds large messages decoding at once (decodegate.go)
+	clk                      clock.Clock
+	lines                    *logbudget.Budget // of the debug line of a lenient decode
+	gate                     *decodeGate       // bounds large messages decoding at once (decodegate.go)
 }
 
+// lenientLogPerSecond is the most debug lines a second about requests
+// decoded leniently: a client can send as many as it likes.
+const lenientLogPerSecond = 10
+
 // newCodec returns the server's codec; invalidUTF8 is
-// metrics.Metrics.InvalidUTF8.
-func newCodec(invalidUTF8 *prometheus.CounterVec, log *slog.Logger, gate *decodeGate) codec {
+// metrics.Metrics.InvalidUTF8, clk times the log's budget.
+func newCodec(invalidUTF8 *prometheus.CounterVec, log *slog.Logger, clk clock.Clock, gate *decodeGate) codec {
 	return codec{
 		gate:         gate,
 		proto:        encoding.GetCodecV2(protoenc.Name),
 		invalidRLS:   invalidUTF8.WithLabelValues(metrics.FrontDoorRateLimit),
 		invalidAuthz: invalidUTF8.WithLabelValues(metrics.FrontDoorExtAuthz),
 		log:          log,
+		clk:          clk,
+		lines:        logbudget.New(lenientLogPerSecond, time.Second),
 	}
 }
 
@@ -115,9 +126,12 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return err
 	}
 	counter.Inc()
-	if c.log.Enabled(context.Background(), slog.LevelDebug) {
+	if !c.log.Enabled(context.Background(), slog.LevelDebug) {
+		return nil
+	}
+	if dropped, ok := c.lines.Take(c.clk.Now()); ok {
 		c.log.LogAttrs(context.Background(), slog.LevelDebug, "request with invalid UTF-8 decoded as bytes",
-			slog.String("method", method), slog.Int("strings", n))
+			slog.String("method", method), slog.Int("strings", n), logbudget.Dropped(dropped))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/tokengate/tokengate/internal/wiretest"
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 )
 
@@ -38,7 +40,7 @@ func TestCodecMatchesProto(t *testing.T) {
 		},
 		ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "retry-after", Value: "3"}},
 	}
-	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.Default(), newDecodeGate())
+	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.Default(), clock.NewMonotonic(), newDecodeGate())
 	got, err := c.Marshal(resp)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +85,7 @@ func TestCodecUnmarshal(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			counter := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"})
-			c := newCodec(counter, slog.New(slog.DiscardHandler), newDecodeGate())
+			c := newCodec(counter, slog.New(slog.DiscardHandler), clock.NewMonotonic(), newDecodeGate())
 			err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.b)}, tc.msg)
 			if tc.wantErr {
 				want := encoding.GetCodecV2(protoenc.Name).Unmarshal(mem.BufferSlice{mem.SliceBuffer(tc.b)}, proto.Clone(tc.msg))
@@ -102,6 +104,35 @@ func TestCodecUnmarshal(t *testing.T) {
 	}
 }
 
+// TestCodecLogBounded: at debug, requests decoded leniently are
+// lenientLogPerSecond lines a second, the next line saying how many were
+// dropped.
+func TestCodecLogBounded(t *testing.T) {
+	var out bytes.Buffer
+	clk := new(clock.Fake)
+	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}),
+		slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})), clk, newDecodeGate())
+	invalid := wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", "\xff"))
+	decode := func() {
+		t.Helper()
+		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(invalid)}, &rlsv3.RateLimitRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 100 {
+		decode()
+	}
+	if n := bytes.Count(out.Bytes(), []byte("\n")); n != lenientLogPerSecond {
+		t.Fatalf("100 requests in a second: %d lines, want %d", n, lenientLogPerSecond)
+	}
+	out.Reset()
+	clk.Add(time.Second)
+	decode()
+	if !bytes.Contains(out.Bytes(), []byte(`"dropped":90`)) {
+		t.Fatalf("a second later: %s, want dropped 90", out.Bytes())
+	}
+}
+
 // BenchmarkMarshalResponse: the codec on a response of 8 statuses, as the
 // service writes one. With the vtprotobuf tag (make bench) it takes
 // vtprotobuf's marshalling; without, the proto codec's.
@@ -115,7 +146,7 @@ func BenchmarkMarshalResponse(b *testing.B) {
 			DurationUntilReset: durationpb.New(1e6),
 		})
 	}
-	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.Default(), newDecodeGate())
+	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.Default(), clock.NewMonotonic(), newDecodeGate())
 	b.ReportAllocs()
 	for b.Loop() {
 		d, err := c.Marshal(r)

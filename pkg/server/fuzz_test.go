@@ -86,7 +86,7 @@ func newFuzzServer(t testing.TB) *fuzzServer {
 	t.Helper()
 	st := memory.New(memory.Options{Clock: new(clock.Fake), Shards: 4, MaxBuckets: 4096, MaxRequestIDs: 4096})
 	s := newStack(t, fuzzPolicy, st)
-	return &fuzzServer{codec: newCodec(s.m.InvalidUTF8, s.log, newDecodeGate()), rls: s.doors.RateLimit(s.svc), authz: s.doors.ExtAuthz()}
+	return &fuzzServer{codec: newCodec(s.m.InvalidUTF8, s.log, new(clock.Fake), newDecodeGate()), rls: s.doors.RateLimit(s.svc), authz: s.doors.ExtAuthz()}
 }
 
 func FuzzRequest(f *testing.F) {

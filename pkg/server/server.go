@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
@@ -86,6 +87,7 @@ type Options struct {
 	Pprof           bool          // serve /debug/pprof/
 	ShutdownTimeout time.Duration // longest drain of in-flight RPCs [10s]
 	Logger          *slog.Logger  // [slog.Default()]
+	Clock           clock.Clock   // [monotonic clock]; times the budgets of per-request logs
 
 	// HTTP bounds the HTTP listener's connections (http.go).
 	HTTP HTTPLimits
@@ -168,6 +170,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.NewMonotonic()
+	}
 	if opts.GRPCMaxRecvBytes <= 0 {
 		opts.GRPCMaxRecvBytes = defaultMaxRecvBytes
 	}
@@ -194,7 +199,7 @@ func New(opts Options) (*Server, error) {
 		creds = append(creds, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
 	s.grpc = grpc.NewServer(append(creds,
-		grpc.ForceServerCodecV2(newCodec(opts.Metrics.InvalidUTF8, opts.Logger, s.decodes)),
+		grpc.ForceServerCodecV2(newCodec(opts.Metrics.InvalidUTF8, opts.Logger, opts.Clock, s.decodes)),
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.MaxRecvMsgSize(opts.GRPCMaxRecvBytes),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),

@@ -351,7 +351,7 @@ func TestCompatQuotaMode(t *testing.T) {
 	h.expect("refused quota, other within", h.call("rl", big, s1), ok, want{over, 2, minute, 0, ""}, want{ok, 1, minute, 0, ""})
 	r := h.call("rl", big)
 	h.expect("refused quota alone", r, over, want{over, 2, minute, 0, ""})
-	if header(r, HeaderReason) == "" {
+	if reasonOf(r) == "" {
 		t.Fatalf("no reason: %v", r)
 	}
 	h.expect("nothing charged", h.call("rl", s2), ok, want{ok, 2, minute, 1, ""})

@@ -15,7 +15,8 @@ import (
 // descriptor limited or degraded is a line at info, every other decision a
 // line at debug. Each level has its own budget of lines per second, so a
 // flood of refusals costs a few lines, and the first line after some were
-// dropped says how many ("dropped").
+// dropped says how many ("dropped"). The domain is clipped
+// (logbudget.Clip); no other client value is in a line.
 type DecisionLog struct {
 	// Logger receives the lines; nil: no decision log.
 	Logger *slog.Logger
@@ -80,7 +81,9 @@ func (l *decisionLog) write(ctx context.Context, now int64, domain string, rs *r
 
 func (rs *reqState) logAttrs(ctx context.Context, domain string, i int, v *Verdict, dropped int64) []slog.Attr {
 	attrs := make([]slog.Attr, 0, 12)
-	attrs = append(attrs, slog.String(MetaDomain, domain))
+	// ShouldRateLimit bounds no domain, and at debug even one without
+	// rules is a line.
+	attrs = append(attrs, slog.String(MetaDomain, logbudget.Clip(domain)))
 	if v.Rule != nil {
 		attrs = append(attrs, slog.String(MetaRule, v.Rule.Name))
 	}

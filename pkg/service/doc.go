@@ -38,14 +38,24 @@
 // MaxEntries, an empty or over-long entry key. What a client shapes (an
 // entry value, through a header or a path) never turns into an error that
 // failure_mode could let through: a value longer than MaxValueBytes in a
-// limited descriptor refuses that descriptor (OVER_LIMIT, no retry time, an
-// x-tokengate-reason header). So does a cost above the rule's max_cost or
-// capacity: no amount of waiting makes it affordable.
+// limited descriptor refuses that descriptor (OVER_LIMIT, no retry time, a
+// reason). So does a cost above the rule's max_cost or capacity: no amount
+// of waiting makes it affordable.
+//
+// # What a client is told
+//
+// The statuses, retry-after and the headers of Options.LimitHeaders. The
+// reason of a refusal names rules and costs, and a degraded answer says
+// the store is failing (with on_store_error: allow, that limits are off):
+// both are in the dynamic metadata and the decision log, and in the
+// x-tokengate-reason and x-tokengate-degraded headers only with
+// Options.ClientReasonHeader.
 //
 // # Store failures
 //
 // When the store fails, each rule's on_store_error answers, the response
-// carries x-tokengate-degraded, and the descriptor is counted as result
+// is marked degraded (its metadata; x-tokengate-degraded when clients are
+// told), and the descriptor is counted as result
 // store_error and in tokengate_store_error_answers_total by the answer it
 // got, never as an over_limit of its bucket. Failures are logged at most
 // once per Options.StoreLogEvery, each line with the number held back

@@ -54,12 +54,12 @@ func TestStoreErrorLocal(t *testing.T) {
 	flaky.fail = true
 	for i := range 5 {
 		r := call(descr("user_id", "alice"))
-		if r.OverallCode != ok || header(r, HeaderDegraded) == "" || r.Statuses[0].LimitRemaining != uint32(4-i) {
+		if r.OverallCode != ok || !degradedOf(r) || r.Statuses[0].LimitRemaining != uint32(4-i) {
 			t.Fatalf("local call %d: %v", i, r)
 		}
 	}
 	r := call(descr("user_id", "alice"))
-	if r.OverallCode != over || header(r, HeaderDegraded) == "" || header(r, HeaderRetryAfter) != "7200" {
+	if r.OverallCode != over || !degradedOf(r) || header(r, HeaderRetryAfter) != "7200" {
 		t.Fatalf("local budget of 5 spent: %v", r)
 	}
 	// A deny rule in the request: over the limit, and the local budget of
@@ -79,7 +79,7 @@ func TestStoreErrorLocal(t *testing.T) {
 	}
 	// The store is back: its own balance (untouched, 10) answers again.
 	flaky.fail = false
-	if r := call(descr("user_id", "alice")); r.OverallCode != ok || header(r, HeaderDegraded) != "" || r.Statuses[0].LimitRemaining != 9 {
+	if r := call(descr("user_id", "alice")); r.OverallCode != ok || degradedOf(r) || r.Statuses[0].LimitRemaining != 9 {
 		t.Fatalf("after recovery: %v", r)
 	}
 }

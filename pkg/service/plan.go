@@ -25,6 +25,7 @@ type reqState struct {
 	verdicts []Verdict
 	rules    []*policy.Rule
 	dec      Decision
+	reason   string // respond's: Decision.Reason
 
 	enforced, shadow batch
 	refused          bool // a descriptor was refused before the store

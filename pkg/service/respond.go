@@ -10,7 +10,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Response headers tokengate adds.
+// Response headers tokengate adds. HeaderReason and HeaderDegraded tell
+// the client what is internal (rules, costs, the store's state): only with
+// Options.ClientReasonHeader; the dynamic metadata and the decision log
+// say the same either way.
 const (
 	HeaderRetryAfter = "retry-after"
 	// HeaderReason says why a request can never be allowed as it is.
@@ -21,9 +24,11 @@ const (
 )
 
 // respond writes the answer from the verdicts: one status per descriptor,
-// in order, the headers of the request as a whole and, when a descriptor
-// was limited or degraded, the dynamic metadata (metadata.go).
-func (rs *reqState) respond(domain string, vs []Verdict) *rlsv3.RateLimitResponse {
+// in order, the headers of the request as a whole (tell: HeaderReason and
+// HeaderDegraded too) and, when a descriptor was limited or degraded, the
+// dynamic metadata (metadata.go). It keeps the request's reason in
+// rs.reason, for Decision.Reason.
+func (rs *reqState) respond(domain string, vs []Verdict, tell bool) *rlsv3.RateLimitResponse {
 	top := deciding(vs)
 	resp, statuses, durations, x := newResponse(len(vs), top >= 0)
 	var (
@@ -63,6 +68,7 @@ func (rs *reqState) respond(domain string, vs []Verdict) *rlsv3.RateLimitRespons
 		over = true
 		reason, retry = cmp.Or(reason, quota.reason), max(retry, quota.retry)
 	}
+	rs.reason = reason
 	if top < 0 {
 		return resp // neither over the limit nor degraded: no header, no metadata
 	}
@@ -70,12 +76,16 @@ func (rs *reqState) respond(domain string, vs []Verdict) *rlsv3.RateLimitRespons
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		switch {
 		case reason != "":
-			x.addHeader(resp, HeaderReason, reason)
+			// It can never pass as it is: no wait to tell, told why
+			// only when asked.
+			if tell {
+				x.addHeader(resp, HeaderReason, reason)
+			}
 		case retry > 0:
 			x.addHeader(resp, HeaderRetryAfter, strconv.FormatInt(CeilSeconds(retry), 10))
 		}
 	}
-	if degraded {
+	if degraded && tell {
 		x.addHeader(resp, HeaderDegraded, "store-error")
 	}
 	resp.DynamicMetadata = rs.metadata(domain, vs, top, CeilSeconds(retry), &x.meta)

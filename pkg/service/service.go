@@ -47,6 +47,12 @@ type Options struct {
 	// StoreLogEvery is the least time between two log lines about store
 	// failures [10s]; each line says how many failures it stands for.
 	StoreLogEvery time.Duration
+	// ClientReasonHeader tells clients why, in the answer's headers:
+	// HeaderReason on a refusal that can never pass (its text names rules
+	// and costs), HeaderDegraded on an answer on_store_error made (the
+	// store is failing). Off, the dynamic metadata and the decision log
+	// alone say so, and clients learn nothing internal.
+	ClientReasonHeader bool
 	// ShadowAll never answers OVER_LIMIT overall (compatmodes.go).
 	ShadowAll bool
 	// LimitHeaders, when set, adds its three headers to every answer
@@ -116,6 +122,9 @@ type Decision struct {
 	// Rules are the rules the descriptors matched, in order (nil: no rule,
 	// or the request-id descriptor): Verdicts[i].Rule.
 	Rules []*policy.Rule
+	// Reason is why the request can never pass as it is, the text of
+	// HeaderReason whether or not Response carries it; "" when none.
+	Reason string
 }
 
 // Decide decides descriptors of domain exactly as ShouldRateLimit decides a
@@ -141,6 +150,11 @@ func (s *Service) DecideFunc(ctx context.Context, domain string, descriptors []*
 	return nil
 }
 
+// ClientReasonHeader reports whether answers tell clients why
+// (Options.ClientReasonHeader): the front doors' own headers and bodies
+// follow it.
+func (s *Service) ClientReasonHeader() bool { return s.opts.ClientReasonHeader }
+
 // clone copies d out of the working memory, in one allocation for up to
 // two descriptors.
 func (d *Decision) clone() *Decision {
@@ -149,7 +163,7 @@ func (d *Decision) clone() *Decision {
 		verdicts [2]Verdict
 		rules    [2]*policy.Rule
 	})
-	c.Response = d.Response
+	c.Response, c.Reason = d.Response, d.Reason
 	if n := len(d.Verdicts); n <= len(c.verdicts) {
 		c.Verdicts, c.Rules = c.verdicts[:n], c.rules[:n]
 	} else {
@@ -182,7 +196,7 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 		s.logStoreBack(ctx, now)
 	}
 	verdicts := rs.judge(table)
-	resp := rs.respond(domain, verdicts)
+	resp := rs.respond(domain, verdicts, s.opts.ClientReasonHeader)
 	if s.opts.LimitHeaders != nil {
 		addLimitHeaders(resp, s.opts.LimitHeaders)
 	}

@@ -64,7 +64,7 @@ func TestStoreErrorAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		if r.OverallCode != step.want || step.fail != (header(r, HeaderDegraded) != "") {
+		if r.OverallCode != step.want || step.fail != degradedOf(r) {
 			t.Fatalf("%s: %v, want %v, degraded %v", step.name, r, step.want, step.fail)
 		}
 	}

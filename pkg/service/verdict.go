@@ -116,7 +116,7 @@ func (rs *reqState) decision(resp *rlsv3.RateLimitResponse) *Decision {
 	for i := range rs.verdicts {
 		rs.rules = append(rs.rules, rs.verdicts[i].Rule)
 	}
-	rs.dec = Decision{Response: resp, Verdicts: rs.verdicts, Rules: rs.rules}
+	rs.dec = Decision{Response: resp, Verdicts: rs.verdicts, Rules: rs.rules, Reason: rs.reason}
 	return &rs.dec
 }
 

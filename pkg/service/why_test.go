@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
@@ -251,6 +252,20 @@ func TestDecisionLogDebug(t *testing.T) {
 	}
 	if levels != "DDII" {
 		t.Fatalf("levels %q, want 2 debug lines (the budget) and both refusals at info: %v", levels, got)
+	}
+}
+
+// TestDecisionLogClipsDomain: ShouldRateLimit bounds no domain; a line
+// carries a long one clipped.
+func TestDecisionLogClipsDomain(t *testing.T) {
+	f, c := decisionLogFixture(t, slog.LevelDebug, 2)
+	long := strings.Repeat("d", 60_000)
+	if _, err := f.svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: long, Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("user_id", "x")}}); err != nil {
+		t.Fatal(err)
+	}
+	got := c.take()
+	if want := logbudget.Clip(long); len(got) != 1 || got[0][MetaDomain] != want {
+		t.Fatalf("lines %.300v, want one with domain %q", got, want)
 	}
 }
 

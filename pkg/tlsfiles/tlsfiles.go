@@ -7,7 +7,8 @@
 // three stat calls and no goroutine: tokengate's clients (Envoy, a
 // management server) keep long-lived connections. A pair that does not
 // load (a renewal half written: the certificate new, the key old) keeps
-// the last good one serving and is tried again on the next handshake.
+// the last good one serving and is tried again on the next handshake; the
+// failure is logged once, not per handshake.
 //
 // Files is safe for concurrent use.
 package tlsfiles
@@ -35,6 +36,7 @@ type Files struct {
 	caStamp   string
 	pair      *tls.Certificate
 	pool      *x509.CertPool
+	failed    string // the failure last logged; "" once the files load
 }
 
 // Load reads the files now; an error names the file that did not load.
@@ -114,9 +116,17 @@ func (f *Files) ClientConfig(serverName string) *tls.Config {
 }
 
 // refreshLogged is refresh, logging a failure (the last good files keep
-// serving). f.mu is held.
+// serving) once: the files are read again on every handshake, and a client
+// chooses how many it makes, so the same failure again is not a line; a
+// different one is, and so is the first after the files loaded. f.mu is
+// held.
 func (f *Files) refreshLogged() {
-	if err := f.refresh(); err != nil {
+	err := f.refresh()
+	switch {
+	case err == nil:
+		f.failed = ""
+	case err.Error() != f.failed:
+		f.failed = err.Error()
 		f.log.Error("TLS files did not load; the last good ones keep serving", "err", err)
 	}
 }

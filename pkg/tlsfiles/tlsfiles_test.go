@@ -1,7 +1,9 @@
 package tlsfiles
 
 import (
+	"bytes"
 	"crypto/x509"
+	"log/slog"
 	"os"
 	"testing"
 
@@ -62,5 +64,40 @@ func TestLoadRefuses(t *testing.T) {
 		if _, err := Load(files[0], files[1], files[2], nil); err == nil {
 			t.Errorf("%s: loaded", name)
 		}
+	}
+}
+
+// TestFailureLoggedOnce: files that fail to load are read again on every
+// handshake, but the failure is one line until it changes or the files
+// load again.
+func TestFailureLoggedOnce(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "ca")
+	p := ca.Server(t, dir, "srv")
+	var out bytes.Buffer
+	f, err := Load(p.CertFile, p.KeyFile, "", slog.New(slog.NewTextHandler(&out, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := func() int { return bytes.Count(out.Bytes(), []byte("did not load")) }
+	other := ca.Server(t, t.TempDir(), "other")
+	key, _ := os.ReadFile(other.KeyFile)
+	if err := os.WriteFile(p.KeyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		f.Certificate()
+	}
+	if n := lines(); n != 1 {
+		t.Fatalf("100 handshakes with a mismatched key: %d lines, want 1:\n%s", n, out.Bytes())
+	}
+	ca.Server(t, dir, "srv") // loads
+	serial(t, f)
+	if err := os.WriteFile(p.KeyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Certificate()
+	if n := lines(); n != 2 {
+		t.Fatalf("the same failure after a good load: %d lines, want 2:\n%s", n, out.Bytes())
 	}
 }

@@ -32,5 +32,6 @@ func (p *proc) ask(t *testing.T, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.
 var (
 	descriptor = tgproc.Descriptor
 	header     = tgproc.Header
+	degraded   = tgproc.Degraded
 	writeFile  = tgproc.PolicyFile
 )

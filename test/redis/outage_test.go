@@ -48,7 +48,7 @@ func TestRedisOutage(t *testing.T) {
 	srv := redistest.Start(t)
 	p := start(t, "--store", "redis", "--redis-addr", srv.Addr(), "--policy", writeFile(t, outagePolicy),
 		"--redis-timeout", "50ms", "--redis-local-share", "0.5")
-	if r := p.ask(t, descriptor("tenant", "a")); r.OverallCode != ok || header(r, "x-tokengate-degraded") != "" {
+	if r := p.ask(t, descriptor("tenant", "a")); r.OverallCode != ok || degraded(r) {
 		t.Fatalf("healthy: %v", r)
 	}
 	if code, _ := p.Get(t, "/readyz"); code != 200 {
@@ -72,7 +72,7 @@ func TestRedisOutage(t *testing.T) {
 				default:
 				}
 				r := p.ask(t, descriptor(kv[0], kv[1]))
-				deg := header(r, "x-tokengate-degraded") != ""
+				deg := degraded(r)
 				sawDegraded.Store(sawDegraded.Load() || deg)
 				switch {
 				case !deg && r.OverallCode != ok,
@@ -101,7 +101,7 @@ func TestRedisOutage(t *testing.T) {
 		if d := time.Since(begin); d > 500*time.Millisecond {
 			t.Errorf("%s took %v with Redis down", what, d)
 		}
-		if header(r, "x-tokengate-degraded") == "" {
+		if !degraded(r) {
 			t.Fatalf("%s: not marked degraded: %v", what, r)
 		}
 		return r
@@ -136,7 +136,7 @@ func TestRedisOutage(t *testing.T) {
 	srv.Restart()
 	poll.Eventually(t, tgproc.Timeout, func() bool {
 		r := p.ask(t, descriptor("user_id", "u"))
-		return r.OverallCode == ok && header(r, "x-tokengate-degraded") == ""
+		return r.OverallCode == ok && !degraded(r)
 	}, "answers from Redis again")
 	poll.Eventually(t, tgproc.Timeout, func() bool { return p.Metric(t, "tokengate_store_degraded") == "0" }, "not degraded")
 	if g := p.Metric(t, "tokengate_redis_circuit_open"); g != "0" {
@@ -148,7 +148,7 @@ func TestRedisOutage(t *testing.T) {
 	if _, err := redistest.Do(srv.Addr(), "FUNCTION", "FLUSH"); err != nil {
 		t.Fatal(err)
 	}
-	if r := p.ask(t, descriptor("user_id", "u")); r.OverallCode != ok || header(r, "x-tokengate-degraded") != "" || r.Statuses[0].LimitRemaining != 8 {
+	if r := p.ask(t, descriptor("user_id", "u")); r.OverallCode != ok || degraded(r) || r.Statuses[0].LimitRemaining != 8 {
 		t.Fatalf("after FUNCTION FLUSH: %v", r)
 	}
 	if after := p.Metric(t, "tokengate_redis_script_reloads_total"); after == reloads {
@@ -164,7 +164,7 @@ func TestStartWithRedisDown(t *testing.T) {
 	srv.Stop()
 	p := start(t, "--store", "redis", "--redis-addr", srv.Addr(), "--policy", writeFile(t, outagePolicy),
 		"--redis-timeout", "50ms", "--redis-dial-timeout", "200ms")
-	if r := p.ask(t, descriptor("tenant", "a")); r.OverallCode != over || header(r, "x-tokengate-degraded") == "" {
+	if r := p.ask(t, descriptor("tenant", "a")); r.OverallCode != over || !degraded(r) {
 		t.Fatalf("Redis down at start, on_store_error deny: %v", r)
 	}
 	if code, _ := p.Get(t, "/readyz"); code != 200 {
@@ -176,7 +176,7 @@ func TestStartWithRedisDown(t *testing.T) {
 	srv.Restart()
 	poll.Eventually(t, tgproc.Timeout, func() bool {
 		r := p.ask(t, descriptor("tenant", "a"))
-		return r.OverallCode == ok && header(r, "x-tokengate-degraded") == ""
+		return r.OverallCode == ok && !degraded(r)
 	}, "answers from Redis")
 	poll.Eventually(t, tgproc.Timeout, func() bool { return p.Metric(t, "tokengate_store_degraded") == "0" }, "not degraded")
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tokengate/tokengate/internal/logbudget"
 )
 
 // Front door names, the keys of the policy's front_doors section.
@@ -308,9 +310,5 @@ func (d *Descriptor) keys() []string {
 type CostError struct{ Header, Value string }
 
 func (e *CostError) Error() string {
-	v := e.Value
-	if len(v) > 64 {
-		v = v[:64] + "..."
-	}
-	return "cost header " + e.Header + ": " + strconv.Quote(v) + " is not a whole number"
+	return "cost header " + e.Header + ": " + strconv.Quote(logbudget.Clip(e.Value)) + " is not a whole number"
 }

@@ -46,6 +46,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
@@ -104,9 +105,13 @@ func (a *ambiguous) settle(passed bool) string {
 		return "kept"
 	}
 	if err := a.refund(); err != nil {
-		// Counted, not logged at warn: refunds fail when Redis does,
-		// which the breaker and the service already log.
-		a.s.opts.Logger.Debug("redis: refund of a request charged after its timeout failed; the charge stays", slog.String("error", err.Error()))
+		// Counted, logged at debug once per failureLogEvery: refunds
+		// fail when Redis does, which the breaker and the service
+		// already log.
+		if dropped, ok := a.s.logs.refund.Take(a.s.opts.Clock.Now()); ok {
+			a.s.opts.Logger.LogAttrs(context.Background(), slog.LevelDebug, "redis: refund of a request charged after its timeout failed; the charge stays",
+				slog.String("error", err.Error()), logbudget.Dropped(dropped))
+		}
 		return "refund_failed"
 	}
 	return "refunded"

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/redis/rueidis"
+
+	"github.com/tokengate/tokengate/internal/logbudget"
 )
 
 // Calls go by FCALL while the server has functions: one round trip. A
@@ -76,8 +78,13 @@ func (s *Store) retryAs(ctx context.Context, err error) bool {
 		return false
 	case strings.Contains(e.Error(), "Function not found"):
 		s.metrics.reloads.Inc()
+		// Every call finds the library missing until it loads: a line
+		// per failureLogEvery.
 		if err := s.loadLibrary(ctx); err != nil && !s.evalOnly.Load() {
-			s.opts.Logger.Warn("redis: cannot load the tokengate function library", slog.String("error", err.Error()))
+			if dropped, ok := s.logs.load.Take(s.opts.Clock.Now()); ok {
+				s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "redis: cannot load the tokengate function library",
+					slog.String("error", err.Error()), logbudget.Dropped(dropped))
+			}
 		}
 		return true
 	case noFunctions(e):

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
@@ -177,12 +178,14 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 		}
 		if c.err != nil {
 			result = "error"
-			// Counted (tokengate_redis_settles_total), logged at debug: a
-			// settle fails when Redis does, which the breaker and the
-			// service log once per interval; a line per failure would not
-			// scale.
-			s.opts.Logger.Debug("redis: settle of a cross-slot request failed: a charge stays or a refund is lost (never an oversell)",
-				slog.String("kind", kinds[i]), slog.String("error", c.err.Error()))
+			// Counted (tokengate_redis_settles_total), logged at debug
+			// once per failureLogEvery: a settle fails when Redis does,
+			// which the breaker and the service log once per interval; a
+			// line per failure would not scale.
+			if dropped, ok := s.logs.settle.Take(s.opts.Clock.Now()); ok {
+				s.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "redis: settle of a cross-slot request failed: a charge stays or a refund is lost (never an oversell)",
+					slog.String("kind", kinds[i]), slog.String("error", c.err.Error()), logbudget.Dropped(dropped))
+			}
 		}
 		s.metrics.settles.WithLabelValues(kinds[i], result).Inc()
 	}

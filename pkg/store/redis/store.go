@@ -40,6 +40,7 @@ type Store struct {
 	clock               sharedClock
 	windowMs, pendingMs string
 	toleranceMs         string
+	logs                failureLogs
 }
 
 var _ store.Store = (*Store)(nil)
@@ -64,6 +65,7 @@ func New(opts Options) (*Store, error) {
 		windowMs:    strconv.FormatInt(max(opts.ReplayWindow.Milliseconds(), 1), 10),
 		toleranceMs: strconv.FormatInt(max(opts.ClockStepTolerance.Milliseconds(), 1), 10),
 		pendingMs:   strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
+		logs:        newFailureLogs(),
 	}
 	s.breaker = breaker.New(opts.Breaker, opts.Clock, circuitLog{opts.Logger, s.metrics.breakerOpen})
 	s.admit = admission.New(opts.Admission, opts.Timeout, s.metrics.inFlight.WithLabelValues("light"), s.metrics.inFlight.WithLabelValues("heavy"))
