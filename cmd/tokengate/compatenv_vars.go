@@ -84,7 +84,7 @@ var compatVars = []compatVar{
 	{"REDIS_SOCKET_TYPE", "unix", compatMapped, "unix: `--redis-url unix://REDIS_URL`; tcp: as REDIS_TYPE says"},
 	{"REDIS_TYPE", "SINGLE", compatMapped, "SINGLE: `--redis-addr` (or `--redis-url` for a redis:// URL); SENTINEL: `--redis-sentinel-master` and `--redis-addr`; CLUSTER: `--redis-cluster`"},
 	{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock", compatMapped, "`--redis-addr`, `--redis-url` or `--redis-sentinel-master`, as REDIS_TYPE says"},
-	{"REDIS_POOL_SIZE", "10", compatMapped, "`--redis-pool-size` when set (rounded down to a power of two; commands are pipelined)"},
+	{"REDIS_POOL_SIZE", "10", compatMapped, "`--redis-pool-size` when set (rounded down to a power of two, at most 256; commands are pipelined)"},
 	{"REDIS_AUTH", "", compatMapped, "`--redis-password`, and `--redis-username` for USER:PASSWORD"},
 	{"REDIS_TLS", "false", compatMapped, "`--redis-tls`; turns on the three below"},
 	{"REDIS_TLS_CACERT", "", compatMapped, "`--redis-ca-file`"},

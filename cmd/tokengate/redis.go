@@ -152,12 +152,17 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 		return nil, err
 	}
 	go budget.Run(ctx, s.JanitorInterval)
+	conn := redisconn.Config{
+		Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
+		DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster, CAFile: r.CAFile,
+		TLS: r.TLS, CertFile: r.CertFile, KeyFile: r.KeyFile, Username: r.Username, Names: redisFlags,
+	}
+	if n := conn.PoolConnections(); n > 0 && n != r.PoolSize {
+		log.Info("redis pool size rounded: the client pipelines over a power of two of connections a node, at most 256",
+			slog.Int("redis_pool_size", r.PoolSize), slog.Int("connections", n))
+	}
 	st, err := redis.Open(ctx, redis.OpenOptions{
-		Conn: redisconn.Config{
-			Addr: s.RedisAddr, URL: r.URL, Password: password, DB: r.DB, PoolSize: r.PoolSize,
-			DialTimeout: r.DialTimeout, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster, CAFile: r.CAFile,
-			TLS: r.TLS, CertFile: r.CertFile, KeyFile: r.KeyFile, Username: r.Username, Names: redisFlags,
-		},
+		Conn:           conn,
 		Store:          r.storeOptions(s.ReplayWindow, clk, reg, log),
 		Candidate:      s.CandidatePolicy != "",
 		WatchEvery:     r.WatchEvery,

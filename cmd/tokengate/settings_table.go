@@ -112,7 +112,7 @@ var settingsTable = []setting{
 		func(s *settings) *string { return &s.Redis.Username }),
 	opt("redis-db", 0, "Redis database number (not with --redis-cluster)",
 		func(s *settings) *int { return &s.Redis.DB }),
-	opt("redis-pool-size", 0, "connections per Redis node, a power of two; commands are pipelined over them (0: 4, 1 per cluster node)",
+	opt("redis-pool-size", 0, "connections per Redis node, rounded down to a power of two, at most 256 (a larger value, such as envoyproxy/ratelimit's common 1000, is 256); commands are pipelined over them (0: 4, 1 per cluster node)",
 		func(s *settings) *int { return &s.Redis.PoolSize }),
 	opt("redis-timeout", 15*time.Millisecond, "longest wait for Redis per decision, round trips included; then on_store_error decides. Keep it about 5ms under Envoy's rate_limit timeout (20ms by default), so that on_store_error answers before Envoy gives up",
 		func(s *settings) *time.Duration { return &s.Redis.Timeout }),

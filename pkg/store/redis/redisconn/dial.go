@@ -28,8 +28,11 @@ type Config struct {
 	// DB selects a database (single node and Sentinel only).
 	DB int
 	// PoolSize is the connections per Redis node, rounded down to a power
-	// of two; commands are pipelined over them [0: the client's default,
-	// 4 per node, 1 per Cluster node].
+	// of two, at most MaxPoolSize (PoolConnections); commands are pipelined
+	// over them [0: the client's default, 4 per node, 1 per Cluster node].
+	// Larger sizes, which envoyproxy/ratelimit's deployments often set
+	// (REDIS_POOL_SIZE=1000), are taken as MaxPoolSize: the client would
+	// refuse them, and pipelined connections need far fewer.
 	PoolSize int
 	// DialTimeout bounds connecting and detects a dead connection
 	// [DefaultDialTimeout].
@@ -57,6 +60,19 @@ type Config struct {
 
 // DefaultDialTimeout is Config.DialTimeout's default.
 const DefaultDialTimeout = time.Second
+
+// MaxPoolSize is the most connections per node Dial opens: the client
+// pipelines over 2^rueidis.MaxPipelineMultiplex connections at most.
+const MaxPoolSize = 1 << rueidis.MaxPipelineMultiplex
+
+// PoolConnections is the connections per node Dial opens for PoolSize, 0
+// for the client's default.
+func (cfg Config) PoolConnections() int {
+	if cfg.PoolSize <= 0 {
+		return 0
+	}
+	return 1 << min(bits.Len(uint(cfg.PoolSize))-1, rueidis.MaxPipelineMultiplex)
+}
 
 // name is what errors call the field of Config named field.
 func (cfg Config) name(field string) string {
@@ -164,9 +180,9 @@ func (cfg Config) clientOption() (rueidis.ClientOption, error) {
 		opt.Sentinel.TLSConfig = opt.TLSConfig
 		opt.Sentinel.TopologyRefreshInterval = 5 * time.Second
 	}
-	if cfg.PoolSize > 0 {
-		opt.PipelineMultiplex = bits.Len(uint(cfg.PoolSize)) - 1
-		opt.BlockingPoolSize = cfg.PoolSize
+	if n := cfg.PoolConnections(); n > 0 {
+		opt.PipelineMultiplex = bits.Len(uint(n)) - 1
+		opt.BlockingPoolSize = n
 	}
 	d := cfg.DialTimeout
 	if d <= 0 {

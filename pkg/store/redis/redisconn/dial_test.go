@@ -204,3 +204,23 @@ func listen(t *testing.T, handle func(net.Conn)) string {
 	}()
 	return l.Addr().String()
 }
+
+// TestPoolSize: a pool size is rounded down to a power of two, at most
+// MaxPoolSize, so that the sizes the client would refuse (512 and up;
+// envoyproxy/ratelimit deployments often set 1000) connect.
+func TestPoolSize(t *testing.T) {
+	for size, want := range map[int]int{0: 0, 1: 1, 10: 8, 256: 256, 511: 256, 512: 256, 1000: 256, 1 << 20: 256} {
+		if got := (Config{PoolSize: size}).PoolConnections(); got != want {
+			t.Errorf("PoolSize %d: %d connections, want %d", size, got, want)
+		}
+	}
+	srv := redistest.Start(t)
+	c, err := Dial(Config{Addr: srv.Addr(), PoolSize: 1000})
+	if err != nil {
+		t.Fatalf("PoolSize 1000: %v", err)
+	}
+	defer c.Close()
+	if err := c.Do(context.Background(), c.B().Ping().Build()).Error(); err != nil {
+		t.Fatalf("PoolSize 1000: ping: %v", err)
+	}
+}
