@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
@@ -82,14 +83,7 @@ func TestAmbiguousTimeouts(t *testing.T) {
 				}
 				return got, total
 			}
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-				if _, total := counted(); total > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no %s resolution within 5s", tc.outcome)
-				}
-			}
+			poll.Eventually(t, 5*time.Second, func() bool { _, total := counted(); return total > 0 }, "a "+tc.outcome+" resolution")
 			time.Sleep(20 * time.Millisecond) // a second resolution would be counted by now
 			got, total := counted()
 			if total != 1 || !slices.Contains(strings.Split(tc.outcome, "|"), got) {
