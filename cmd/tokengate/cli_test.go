@@ -102,9 +102,15 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestBuildVersion: the version from a synthetic build information, as
+// go build and go install record it.
 func TestBuildVersion(t *testing.T) {
-	vcs := func(rev, modified string) []debug.BuildSetting {
-		return []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: modified}}
+	vcs := func(rev, at, modified string) []debug.BuildSetting {
+		s := []debug.BuildSetting{{Key: "-tags", Value: "vtprotobuf"}, {Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev}}
+		if at != "" {
+			s = append(s, debug.BuildSetting{Key: "vcs.time", Value: at})
+		}
+		return append(s, debug.BuildSetting{Key: "vcs.modified", Value: modified})
 	}
 	for _, tc := range []struct {
 		main     string
@@ -112,10 +118,14 @@ func TestBuildVersion(t *testing.T) {
 		want     string
 	}{
 		{"v1.4.0", nil, "v1.4.0"}, // go install …@v1.4.0
-		{"v0.0.0-20261201103803-cad8da9abcde+dirty", vcs("cad8da9abcdef0123", "true"), "v0.0.0-20261201103803-cad8da9abcde+dirty"},
-		{"(devel)", vcs("cad8da9abcdef0123456", "false"), "dev-cad8da9abcde"},
-		{"(devel)", vcs("cad8da9abcdef0123456", "true"), "dev-cad8da9abcde-dirty"},
-		{"(devel)", nil, "dev"}, // -buildvcs=false
+		// go install ./cmd/tokengate in a clone: Go stamps a pseudo-version.
+		{"v0.0.0-20261201103803-cad8da9abcde+dirty", vcs("cad8da9abcdef0123", "2026-12-01T10:38:03Z", "true"), "v0.0.0-20261201103803-cad8da9abcde+dirty"},
+		// The VCS read but no version made of it (a module below the repository's root).
+		{"(devel)", vcs("cad8da9abcdef0123456", "2026-12-01T10:38:03Z", "false"), "dev-20261201103803-cad8da9abcde"},
+		{"(devel)", vcs("cad8da9abcdef0123456", "2026-12-01T11:38:03+01:00", "true"), "dev-20261201103803-cad8da9abcde-dirty"},
+		{"(devel)", vcs("cad8da9abcdef0123456", "", "false"), "dev-cad8da9abcde"},
+		{"(devel)", vcs("cad8da9", "not a time", "false"), "dev-cad8da9"},
+		{"(devel)", nil, "dev"}, // -buildvcs=false, a git worktree, no .git
 		{"", nil, "dev"},
 	} {
 		bi := &debug.BuildInfo{Main: debug.Module{Version: tc.main}, Settings: tc.settings}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -40,23 +41,31 @@ func versionString() string {
 }
 
 // buildVersion is the module version `go install …@v1.2.3` records (or the
-// pseudo-version go build stamps from the VCS), else "dev-" and the VCS
-// revision (with "-dirty" for uncommitted changes), else "dev".
+// pseudo-version go build stamps from the VCS), else "dev-", the commit's
+// time and revision as a pseudo-version writes them (and "-dirty" for
+// uncommitted changes), else "dev": the build recorded no VCS information
+// (-buildvcs=false, a git worktree, a tree without .git).
 func buildVersion(bi *debug.BuildInfo) string {
 	if v := bi.Main.Version; v != "" && v != "(devel)" {
 		return v
 	}
-	var rev, dirty string
+	var rev, at, dirty string
 	for _, s := range bi.Settings {
-		switch {
-		case s.Key == "vcs.revision":
+		switch s.Key {
+		case "vcs.revision":
 			rev = s.Value
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = "-dirty"
+		case "vcs.time":
+			if t, err := time.Parse(time.RFC3339, s.Value); err == nil {
+				at = t.UTC().Format("20060102150405") + "-"
+			}
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
 		}
 	}
 	if rev == "" {
 		return "dev"
 	}
-	return "dev-" + rev[:min(len(rev), 12)] + dirty
+	return "dev-" + at + rev[:min(len(rev), 12)] + dirty
 }

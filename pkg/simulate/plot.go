@@ -1,18 +1,20 @@
 package simulate
 
+// The figure WritePNG draws is decided first, as plain values (layout:
+// panels, titles, lines, colours, the legend), and then drawn with
+// gonum/plot (plotdraw.go). plot_test.go checks the layout against a
+// golden file and the drawn geometry (the legend beside the data, never
+// on it), not pixels.
+
 import (
 	"cmp"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 )
@@ -21,85 +23,169 @@ import (
 const (
 	maxBins      = 1000 // points per line; longer traces are binned
 	maxPlotRules = 6    // per policy, the rules with the most decisions
+	bucketCols   = 3    // bucket panels side by side
 )
 
 // WritePNG draws the results on one figure, a PNG: allowed per second of
 // each rule, rejected (and refused) per second, and, when buckets were
-// followed, the fewest tokens each held per second. A rule has one colour;
-// the first policy is drawn solid, a second (--compare) dashed. A trace
-// longer than maxBins seconds is drawn in bins of whole seconds, each
-// point the mean per second of its bin and, for tokens, the bin's least.
+// followed, one panel per bucket with the fewest tokens it held in each
+// second it decided, from 0 to its rule's capacity (one axis for all would
+// flatten a 5-token bucket beside a 1000-token one, and a log axis cannot
+// show the 0 of a dry bucket). A rule has one colour in every panel, named
+// once in the legend right of the panels; the first policy is drawn solid,
+// a second (--compare) dashed. A trace longer than maxBins seconds is
+// drawn in bins of whole seconds, each point the mean per second of its
+// bin and, for tokens, the bin's least.
 func WritePNG(w io.Writer, results []*Result) error {
+	f := layout(results)
+	img := vgimg.NewWith(vgimg.UseWH(figureWidth, f.height()), vgimg.UseDPI(96))
+	if err := f.draw(draw.New(img)); err != nil {
+		return err
+	}
+	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}
+
+// figure is what WritePNG draws.
+type figure struct {
+	Title string
+	// Legend is drawn once, right of every panel: a line per rule in its
+	// colour, then with several policies a black line per policy in its
+	// style.
+	Legend []legendEntry
+	// Rates are the allowed and rejected panels, one a row; Buckets the
+	// followed buckets' panels, bucketCols a row.
+	Rates, Buckets []*panel
+}
+
+// panel is one plot of the figure; every axis is linear, from 0.
+type panel struct {
+	Title, XLabel, YLabel string
+	XMax                  float64
+	YMax                  float64 // 0: from the data
+	Lines                 []line
+}
+
+// line is one line of a panel: a rule's (or its bucket's) in the rule's
+// colour, dashed for the second policy.
+type line struct {
+	Colour int // in palette
+	Dashed bool
+	XYs    plotter.XYs
+}
+
+// legendEntry is a colour (a rule) or, with Colour -1, a line style (a
+// policy).
+type legendEntry struct {
+	Text   string
+	Colour int
+	Dashed bool
+}
+
+// layout decides the figure for results.
+func layout(results []*Result) *figure {
 	var end int64
 	for _, r := range results {
 		end = max(end, r.End/1e9)
 	}
 	width := max(1, (end+1+maxBins-1)/maxBins) // seconds per bin
 	bins := end/width + 1
-	unit := "per second"
+	xMax := float64(bins * width)
+	xLabel := "seconds from the start of the trace"
+	rate, each := "decisions / s", "each second"
 	if width > 1 {
-		unit = fmt.Sprintf("per second (mean of %d s)", width)
+		rate = fmt.Sprintf("decisions / s, mean of each %d s", width)
+		each = fmt.Sprintf("each %d s", width)
 	}
-	allowed, rejected := newPanel("allowed "+unit), newPanel("rejected "+unit+", refused included")
-	tokens := newPanel("fewest tokens in the hottest buckets")
-	colours := map[ruleKey]int{}
-	followed := false
 	names := shortNames(results)
-	for i, r := range results {
-		prefix := ""
-		if len(results) > 1 {
-			prefix = names[i] + " "
-		}
-		for _, rr := range plotted(r.Rules) {
-			k := ruleKey{rr.Domain, rr.Rule}
-			if _, ok := colours[k]; !ok {
-				colours[k] = len(colours)
-			}
-			a, rj := rateLines(rr.Series, width, bins)
-			name := prefix + rr.Domain + "/" + rr.Rule
-			if err := allowed.addLine(name, a, colours[k], i); err != nil {
-				return err
-			}
-			if err := rejected.addLine(name, rj, colours[k], i); err != nil {
-				return err
-			}
-		}
-		for j, b := range r.Buckets {
-			followed = true
-			if err := tokens.addLine(prefix+b.Label, tokenLine(b.Tokens, width), j, i); err != nil {
-				return err
-			}
-		}
-	}
-	for _, p := range []*panel{allowed, rejected, tokens} {
-		p.X.Max = float64(bins * width)
-		// Room above the lines for the legend, one line per entry.
-		p.Y.Max = max(p.Y.Max, 1) * (1.1 + 0.07*float64(p.entries))
-	}
-	rows := [][]*plot.Plot{{allowed.Plot}, {rejected.Plot}}
-	if followed {
-		rows = append(rows, []*plot.Plot{tokens.Plot})
-	}
-	allowed.Title.Text = "tokengate simulate: " + strings.Join(names, " (solid) vs ")
+	f := &figure{Title: "tokengate simulate: " + strings.Join(names, " (solid) vs ")}
 	if len(results) > 1 {
-		allowed.Title.Text += " (dashed)"
+		f.Title += " (dashed)"
 	}
-	img := vgimg.NewWith(vgimg.UseWH(11*vg.Inch, vg.Length(3.2*float64(len(rows)))*vg.Inch), vgimg.UseDPI(96))
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
-		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4, PadY: vg.Millimeter * 6}
-	canvases := plot.Align(rows, tiles, dc)
-	for i := range rows {
-		rows[i][0].Draw(canvases[i][0])
+	allowed := &panel{Title: "Allowed decisions per second, by rule", XLabel: xLabel, YLabel: rate, XMax: xMax}
+	rejected := &panel{Title: "Rejected and refused decisions per second, by rule", XLabel: xLabel, YLabel: rate, XMax: xMax}
+	f.Rates = []*panel{allowed, rejected}
+	pal := newColours(results)
+	for i, r := range results {
+		for _, rr := range plotted(r.Rules) {
+			c := pal.of(ruleKey{rr.Domain, rr.Rule})
+			a, rj := rateLines(rr.Series, width, bins)
+			allowed.Lines = append(allowed.Lines, line{c, i > 0, a})
+			rejected.Lines = append(rejected.Lines, line{c, i > 0, rj})
+		}
 	}
-	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
-	return err
+	byLabel := map[string]*panel{}
+	capacities := map[string][]string{}
+	for i, r := range results {
+		for _, b := range r.Buckets {
+			p := byLabel[b.Label]
+			if p == nil {
+				p = &panel{XLabel: xLabel, YLabel: "tokens", XMax: xMax}
+				byLabel[b.Label] = p
+				f.Buckets = append(f.Buckets, p)
+			}
+			// A little room above a full bucket's line.
+			p.YMax = max(p.YMax, float64(b.Capacity)*1.04)
+			if c := fmt.Sprint(b.Capacity); !slices.Contains(capacities[b.Label], c) {
+				capacities[b.Label] = append(capacities[b.Label], c)
+			}
+			c := pal.of(ruleKey{b.Domain, b.Rule})
+			for _, xys := range tokenLines(b.Tokens, width) {
+				p.Lines = append(p.Lines, line{c, i > 0, xys})
+			}
+		}
+	}
+	for label, p := range byLabel {
+		p.Title = label + "\nfewest tokens " + each + ", capacity " + strings.Join(capacities[label], " vs ")
+	}
+	f.Legend = pal.legend()
+	if len(results) > 1 {
+		for i, n := range names {
+			f.Legend = append(f.Legend, legendEntry{Text: n, Colour: -1, Dashed: i > 0})
+		}
+	}
+	return f
 }
 
-// panel is one plot of the figure and the number of its legend entries.
-type panel struct {
-	*plot.Plot
-	entries int
+// colours gives each rule its palette colour, in the order rules are
+// first drawn: the plotted rules of each policy, then the rules of
+// followed buckets not plotted.
+type colours struct {
+	index  map[ruleKey]int
+	order  []ruleKey
+	shadow map[ruleKey]bool
+}
+
+func newColours(results []*Result) *colours {
+	c := &colours{index: map[ruleKey]int{}, shadow: map[ruleKey]bool{}}
+	for _, r := range results {
+		for _, rr := range r.Rules {
+			c.shadow[ruleKey{rr.Domain, rr.Rule}] = rr.Shadow
+		}
+	}
+	return c
+}
+
+func (c *colours) of(k ruleKey) int {
+	i, ok := c.index[k]
+	if !ok {
+		i = len(c.order)
+		c.index[k] = i
+		c.order = append(c.order, k)
+	}
+	return i
+}
+
+// legend is an entry per rule, in colour order.
+func (c *colours) legend() []legendEntry {
+	out := make([]legendEntry, len(c.order))
+	for i, k := range c.order {
+		out[i] = legendEntry{Text: k.domain + "/" + k.rule, Colour: i}
+		if c.shadow[k] {
+			out[i].Text += " (shadow)"
+		}
+	}
+	return out
 }
 
 // shortNames are the policies' file names without their directories,
@@ -116,18 +202,6 @@ func shortNames(results []*Result) []string {
 		}
 	}
 	return names
-}
-
-func newPanel(y string) *panel {
-	p := &panel{Plot: plot.New()}
-	p.X.Label.Text = "seconds from the start of the trace"
-	p.Y.Label.Text = y
-	p.X.Min, p.Y.Min = 0, 0
-	p.Legend.Top = true
-	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	p.Y.Tick.Marker = plainTicks{}
-	p.Add(plotter.NewGrid())
-	return p
 }
 
 // plotted are the rules with the most decisions, at most maxPlotRules, in
@@ -159,56 +233,29 @@ func rateLines(series []Second, width, bins int64) (plotter.XYs, plotter.XYs) {
 	return a, r
 }
 
-// tokenLine is a bucket's fewest tokens per bin, for the bins in which it
-// decided.
-func tokenLine(ps []Point, width int64) plotter.XYs {
-	var xys plotter.XYs
+// tokenLines are a bucket's fewest tokens per bin, a line for each run of
+// bins in which it decided, each point holding over its bin: between two
+// runs nothing asked the bucket, and its balance there (refilling) is not
+// drawn.
+func tokenLines(ps []Point, width int64) []plotter.XYs {
+	var out []plotter.XYs
+	var run plotter.XYs
+	end := func() {
+		if n := len(run); n > 0 {
+			out = append(out, append(run, plotter.XY{X: run[n-1].X + float64(width), Y: run[n-1].Y}))
+		}
+		run = nil
+	}
 	for _, p := range ps {
 		x := float64(p.At / width * width)
-		if n := len(xys); n > 0 && xys[n-1].X == x {
-			xys[n-1].Y = min(xys[n-1].Y, float64(p.Value))
+		if n := len(run); n > 0 && run[n-1].X == x {
+			run[n-1].Y = min(run[n-1].Y, float64(p.Value))
 			continue
+		} else if n > 0 && run[n-1].X+float64(width) != x {
+			end()
 		}
-		xys = append(xys, plotter.XY{X: x, Y: float64(p.Value)})
+		run = append(run, plotter.XY{X: x, Y: float64(p.Value)})
 	}
-	if n := len(xys); n > 0 {
-		xys = append(xys, plotter.XY{X: xys[n-1].X + float64(width), Y: xys[n-1].Y})
-	}
-	return xys
-}
-
-// addLine draws xys in colour number colour, solid for the first policy
-// and dashed for the second.
-func (p *panel) addLine(name string, xys plotter.XYs, colour, policy int) error {
-	if len(xys) == 0 {
-		return nil
-	}
-	l, err := plotter.NewLine(xys)
-	if err != nil {
-		return fmt.Errorf("plot %s: %w", name, err)
-	}
-	l.StepStyle = plotter.PostStep
-	l.Color = plotutil.DarkColors[colour%len(plotutil.DarkColors)]
-	l.Width = vg.Points(1.5)
-	if policy > 0 {
-		l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
-	}
-	p.Add(l)
-	p.Legend.Add(name, l)
-	p.entries++
-	return nil
-}
-
-// plainTicks are the default ticks labelled as short numbers (25, not
-// 25.00).
-type plainTicks struct{}
-
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 6, 64)
-		}
-	}
-	return ts
+	end()
+	return out
 }

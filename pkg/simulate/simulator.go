@@ -79,7 +79,7 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 		s.rec.keys = make(map[string]int32, len(opts.Follow))
 		for i, b := range opts.Follow {
 			s.rec.keys[b.key] = int32(i)
-			s.result.Buckets = append(s.result.Buckets, &Bucket{Domain: b.Domain, Rule: b.Rule, key: b.key})
+			s.result.Buckets = append(s.result.Buckets, &Bucket{Domain: b.Domain, Rule: b.Rule, Capacity: b.Capacity, key: b.key})
 		}
 	case opts.CountBuckets:
 		s.rec.keys, s.rec.grow = map[string]int32{}, true
@@ -253,7 +253,7 @@ func (s *Simulator) Hottest(n int) []*Bucket {
 	out := make([]*Bucket, 0, min(n, len(ids)))
 	for _, id := range ids[:min(n, len(ids))] {
 		r := s.ruleOf[id]
-		out = append(out, &Bucket{Domain: r.Domain, Rule: r.Name, Decisions: s.counts[id], key: s.rec.names[id]})
+		out = append(out, &Bucket{Domain: r.Domain, Rule: r.Name, Capacity: r.Version.Params.Capacity(), Decisions: s.counts[id], key: s.rec.names[id]})
 	}
 	return out
 }

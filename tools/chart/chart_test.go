@@ -47,7 +47,8 @@ func TestRender(t *testing.T) {
 				t.Errorf("replicas %v, want 1", r)
 			}
 			wantArgs(t, o, "--store=memory", "--grpc-addr=:8081", "--http-addr=:8080", "--max-buckets=1000000")
-			if !strings.Contains(o.Notes, "limits are exact") || !strings.Contains(o.Notes, "Job edge-tokengate-policy-check") {
+			if !strings.Contains(o.Notes, "tokengate (tokengate:dev) is deployed") || !strings.Contains(o.Notes, "limits are exact") ||
+				!strings.Contains(o.Notes, "Job edge-tokengate-policy-check") {
 				t.Errorf("NOTES:\n%s", o.Notes)
 			}
 		}},

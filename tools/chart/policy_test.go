@@ -143,7 +143,7 @@ func TestTemplateWithoutKubeVersion(t *testing.T) {
 	if v := c.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
 		t.Fatalf("helm template without --kube-version: chart requires kubeVersion %s, incompatible with Helm's default %s", v, caps.KubeVersion.String())
 	}
-	vals, err := chartutil.ToRenderValues(c, nil, chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}, caps)
+	vals, err := chartutil.ToRenderValues(c, withImage(nil), chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}, caps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestTemplateWithoutKubeVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helm template without --kube-version: %v", err)
 	}
-	vals, err = chartutil.ToRenderValues(c, nil, chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true},
+	vals, err = chartutil.ToRenderValues(c, withImage(nil), chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true},
 		&chartutil.Capabilities{KubeVersion: kubeVersion, APIVersions: caps.APIVersions, HelmVersion: caps.HelmVersion})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ package chart_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -69,14 +70,40 @@ type objects struct {
 	Kinds          []string // every kind rendered, sorted
 }
 
-// render renders the chart with values over its defaults, as `helm
-// install` would (schema validation included, strict templates: a
+// testImage is the image the tests render the chart with, unless their
+// values set one: the chart renders nothing without image.repository (no
+// image is published). It is the one docs/operations.md loads into kind.
+var testImage = map[string]any{"repository": "tokengate", "tag": "dev"}
+
+// withImage is values with testImage under the image they set.
+func withImage(values map[string]any) map[string]any {
+	out := maps.Clone(values)
+	if out == nil {
+		out = map[string]any{}
+	}
+	img := maps.Clone(testImage)
+	if v, ok := values["image"].(map[string]any); ok {
+		maps.Copy(img, v)
+	}
+	out["image"] = img
+	return out
+}
+
+// render renders the chart with values over its defaults and testImage,
+// as `helm install` would (schema validation included, strict templates: a
 // reference to a missing value fails), and decodes every object strictly.
 func render(t testing.TB, c *chart.Chart, values map[string]any) (*objects, error) {
 	t.Helper()
+	return renderRelease(t, c, releaseName, namespace, withImage(values))
+}
+
+// renderRelease is render for release name in namespace ns, with values
+// over the chart's defaults alone.
+func renderRelease(t testing.TB, c *chart.Chart, name, ns string, values map[string]any) (*objects, error) {
+	t.Helper()
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = kubeVersion
-	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
+	opts := chartutil.ReleaseOptions{Name: name, Namespace: ns, Revision: 1, IsInstall: true}
 	vals, err := chartutil.ToRenderValues(c, values, opts, caps)
 	if err != nil {
 		return nil, err
@@ -155,11 +182,11 @@ func (o *objects) add(file string, doc []byte) error {
 	return kube.DecodeStrict(doc, dst)
 }
 
-// lintChart runs Helm's chart linter with values over the defaults, as
-// `helm lint --strict` would: any warning or error fails.
+// lintChart runs Helm's chart linter with values over the defaults and
+// testImage, as `helm lint --strict` would: any warning or error fails.
 func lintChart(t *testing.T, values map[string]any) {
 	t.Helper()
-	l := lint.AllWithKubeVersion(chartDir(t), values, namespace, &kubeVersion)
+	l := lint.AllWithKubeVersion(chartDir(t), withImage(values), namespace, &kubeVersion)
 	var out bytes.Buffer
 	for _, m := range l.Messages {
 		fmt.Fprintln(&out, m)

@@ -104,6 +104,9 @@ something other than what the user believes.
 {{- if .Values.policy.candidate.content }}
 {{- include "tokengate.validatePolicy" (dict "name" "policy.candidate.content" "content" .Values.policy.candidate.content) }}
 {{- end }}
+{{- if not .Values.image.repository }}
+{{- fail "\n\nimage.repository is not set, and no tokengate image is published: build one from\nthe repository's Dockerfile and give the chart its name. With kind:\n  docker build -t tokengate:dev .\n  kind load docker-image tokengate:dev\n  helm install tokengate charts/tokengate --set image.repository=tokengate --set image.tag=dev\nelse push it to a registry your cluster pulls from and set image.repository\nand image.tag (the chart's README, \"The image\")." }}
+{{- end }}
 {{- end }}
 
 {{/* tokengate.candidate: "true" when a candidate policy is mounted and served in shadow. */}}
