@@ -26,7 +26,7 @@ func deepTree(levels int) []byte {
 // TestReferenceDepth: a tree as deep as a descriptor can be long compiles;
 // one level more is refused, naming the depth; a tree of 4,900 levels (it
 // took 74 s and 2.9 GB when flattening was cubic in the depth) is refused
-// in under a second, and so is one of 5,000, past the YAML parser's own
+// in well under 5 s (0.1 s on a quiet machine), and so is one of 5,000, past the YAML parser's own
 // depth limit.
 func TestReferenceDepth(t *testing.T) {
 	p, err := Parse("r.yaml", deepTree(MaxMatchEntries))
@@ -51,8 +51,8 @@ func TestReferenceDepth(t *testing.T) {
 		if !errors.As(err, &errs) || len(errs) != 1 || !strings.Contains(err.Error(), tc.says) {
 			t.Fatalf("a tree %d levels deep: %v, want one error saying %q", tc.levels, err, tc.says)
 		}
-		if took > time.Second {
-			t.Fatalf("a tree %d levels deep took %v to refuse, want under a second", tc.levels, took)
+		if took > 5*time.Second {
+			t.Fatalf("a tree %d levels deep took %v to refuse, want well under 5s (0.1s on a quiet machine)", tc.levels, took)
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // FuzzConfig: any RateLimitConfig a management server can send (wire
 // bytes) is rendered and compiled, or refused with the resource named, in
-// under a second; none panics, and one that renders is within the policy
+// well under 5 s; none panics, and one that renders is within the policy
 // file limit.
 func FuzzConfig(f *testing.F) {
 	chain := func(levels int) *rlsconf.RateLimitConfig {
@@ -51,7 +51,7 @@ func FuzzConfig(f *testing.F) {
 		} else if !strings.HasPrefix(err.Error(), "RateLimitConfig ") {
 			t.Fatalf("refused without naming the resource: %v", err)
 		}
-		if took := time.Since(begin); took > time.Second {
+		if took := time.Since(begin); took > 5*time.Second {
 			t.Fatalf("took %v (%v)", took, err)
 		}
 	})
