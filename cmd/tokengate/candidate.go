@@ -9,6 +9,7 @@ import (
 
 	"github.com/tokengate/tokengate/pkg/candidate"
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/policy/watch"
@@ -28,8 +29,9 @@ type candidatePolicy struct {
 // it is no candidate, and the live policy serves as ever; a bad file later
 // keeps the last good candidate, a removed one turns the candidate off.
 // The candidate compiles with a Compiler of its own: its buckets are in a
-// store of their own.
-func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometheus.Registerer, log *slog.Logger) (*candidatePolicy, error) {
+// store of their own. Its top list names buckets under keys, as the live
+// service names them.
+func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometheus.Registerer, keys *keyhash.Key, log *slog.Logger) (*candidatePolicy, error) {
 	if s.CandidatePolicy == "" {
 		return nil, nil
 	}
@@ -56,7 +58,7 @@ func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometh
 			clog.Error("candidate policy watcher stopped; the last candidate keeps being decided", slog.String("error", err.Error()))
 		}
 	}()
-	return &candidatePolicy{file: w, tracker: candidate.New(candidate.Options{Metrics: m, Clock: clk, Logger: clog})}, nil
+	return &candidatePolicy{file: w, tracker: candidate.New(candidate.Options{Metrics: m, Clock: clk, Logger: clog, KeyHash: keys})}, nil
 }
 
 // options are the service's Candidate on the backend's candidate store.

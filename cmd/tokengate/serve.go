@@ -41,6 +41,10 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	for _, n := range notes {
 		log.Info("envoyproxy/ratelimit variable set, without effect here", slog.String("variable", n.name), slog.String("value", n.value), slog.String("why", n.doc))
 	}
+	keys, err := serveKeyHash(s, log)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// Caught from here on: SIGHUP's default action ends the process.
@@ -56,7 +60,7 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 		return err
 	}
 	current := src.current
-	cand, err := loadCandidate(ctx, s, clk, reg, log)
+	cand, err := loadCandidate(ctx, s, clk, reg, keys, log)
 	if err != nil {
 		return err
 	}
@@ -88,7 +92,7 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	svc, err := service.New(service.Options{
 		Policy: current, Store: st.store, Local: st.local, StoreName: st.name, Metrics: m, Clock: clk, Logger: log,
 		ShadowAll: s.ShadowAll, LimitHeaders: s.limitHeaderNames(), ClientReasonHeader: s.ClientReasonHeader, Candidate: cand.options(st),
-		DecisionLog: decisionLog(s, log), Tracer: tr.tracer,
+		DecisionLog: decisionLog(s, log), Tracer: tr.tracer, KeyHash: keys,
 	})
 	if err != nil {
 		return err

@@ -68,6 +68,10 @@ type settings struct {
 	// second per level, and the OTLP endpoint that turns tracing on.
 	DecisionLogRate int
 	OTLPEndpoint    string
+	// The secret bucket keys are hashed under where they are shown
+	// (keyhash.go): a file, or the secret itself.
+	KeyHashSecretFile string
+	KeyHashSecret     string
 }
 
 // A setting is one row of settingsTable.

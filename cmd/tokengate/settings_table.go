@@ -60,6 +60,10 @@ var settingsTable = []setting{
 		func(s *settings) *int { return &s.DecisionLogRate }),
 	opt("otlp-endpoint", "", "OTLP gRPC endpoint that turns tracing on, one span per decision: http://host:4317 (plain) or https://host:4317 (TLS); without it the standard OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT does, and with neither tracing is off",
 		func(s *settings) *string { return &s.OTLPEndpoint }),
+	opt("key-hash-secret-file", "", "file holding the secret (at least 16 bytes; trailing newlines dropped), read at start, under which a bucket's key is hashed where it is shown (dynamic metadata, the decision log, /debug/candidate, tokengate explain), so that no one without the secret can undo it by trying values; replicas given one secret name a bucket alike. Default: a random secret per process, said in the start log (or set TOKENGATE_KEY_HASH_SECRET)",
+		func(s *settings) *string { return &s.KeyHashSecretFile }),
+	opt("key-hash-secret", "", "the secret of --key-hash-secret-file itself; never a flag (it would show in the process list): the environment or the settings file",
+		func(s *settings) *string { return &s.KeyHashSecret }).only(fromEnv | fromFile),
 
 	// gRPC over TLS (xds.go).
 	opt("grpc-max-recv-bytes", 1<<20, "largest request accepted on the gRPC port (ratelimit.v3, ext_authz) and on /json, in bytes; a larger one is refused (RESOURCE_EXHAUSTED, which Envoy's failure_mode decides) before it is read. Keep it above what a client can make Envoy send: Envoy's header limit (60 KiB) times the descriptors that copy a header, plus an ext_authz body",

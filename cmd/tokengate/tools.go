@@ -11,6 +11,7 @@ import (
 	"github.com/tokengate/tokengate/config"
 	"github.com/tokengate/tokengate/pkg/frontdoor"
 	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
@@ -57,8 +58,13 @@ func explain(args []string, stdout io.Writer) error {
 	fs.StringVar(&a.Host, "host", "", "with --front-door: the request host")
 	fs.StringVar(&a.Scheme, "scheme", "", "with --front-door: http or https")
 	headers := fs.StringArray("header", nil, "with --front-door: a request header, Name=value (repeatable)")
+	secretFile := fs.String("key-hash-secret-file", "", "serve's --key-hash-secret-file: print each bucket's hashed key, as dynamic metadata and the decision log show it")
 	if err := parseFlags(fs, args); err != nil {
 		return withNotes(err, explainExamples)
+	}
+	keys, err := keyHashKey(*secretFile, "")
+	if err != nil {
+		return fmt.Errorf("explain: %w", err)
 	}
 	if *door == "" && *domain == "" {
 		return errors.New("explain: --domain is required")
@@ -73,7 +79,6 @@ func explain(args []string, stdout io.Writer) error {
 		return fmt.Errorf("explain: with --front-door, describe the request with flags, not descriptor entries %q", fs.Args())
 	}
 	var p *policy.Policy
-	var err error
 	if *file == "" {
 		p, err = policy.Parse(config.DefaultName, config.Default)
 	} else {
@@ -83,7 +88,9 @@ func explain(args []string, stdout io.Writer) error {
 		return err
 	}
 	if *door == "" {
-		_, err = fmt.Fprintln(stdout, p.Explain(*domain, entries))
+		e := p.Explain(*domain, entries)
+		hashKeys(keys, e)
+		_, err = fmt.Fprintln(stdout, e)
 		return err
 	}
 	hs := cliHeaders{}
@@ -99,13 +106,26 @@ func explain(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("explain: %w", err)
 	}
+	for _, it := range e.Items {
+		hashKeys(keys, it.Explanation)
+	}
 	_, err = fmt.Fprint(stdout, e)
 	return err
+}
+
+// hashKeys names e's bucket as serve shows it, when e has a bucket and
+// keys (the secret) are given.
+func hashKeys(keys *keyhash.Key, e *policy.Explanation) {
+	if keys != nil && e != nil && e.Key != nil {
+		e.KeyHash = keys.Hash(e.Key)
+	}
 }
 
 const explainExamples = `examples:
   tokengate explain --policy policy.yaml --domain edge user_id=alice path=/api/x
         the rule the descriptor matches, its bucket key and cost
+  tokengate explain --key-hash-secret-file /etc/tokengate/key-hash-secret --domain edge user_id=alice
+        the same, with the bucket's hashed key: the key in Envoy's metadata and the decision log
   tokengate explain --policy policy.yaml --front-door forward_auth --header X-User=alice --path /api/x
         the descriptors forward_auth builds for that request and the rule each one hits
 `

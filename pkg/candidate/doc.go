@@ -14,8 +14,10 @@
 //   - per rule, the live and candidate decisions side by side, since the
 //     candidate was loaded, and the buckets that disagree most: a
 //     space-saving top list of at most Options.TopBuckets entries, keyed
-//     by a seeded 64-bit hash of the bucket key (never the client's
-//     values), each with its count and the most it may overcount by;
+//     by the keyed hash of the bucket key that the live service's
+//     decision log and metadata show (Options.KeyHash; never the
+//     client's values), each with its count and the most it may
+//     overcount by;
 //   - a log line, at most once per Options.LogEvery of the injected
 //     clock, summarising the disagreements since the one before.
 //

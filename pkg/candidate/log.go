@@ -32,7 +32,7 @@ func (t *Tracker) summarise(st *state, now int64) {
 	if top := st.top.snapshot(); len(top) > 0 {
 		b := top[0]
 		attrs = append(attrs, slog.Group("top_bucket", slog.String("domain", b.row.domain), slog.String("rule", b.row.rule),
-			slog.String("policy", b.kind.Rejecter()), slog.String("bucket", hashString(b.hash)), slog.Uint64("disagreements", b.count)))
+			slog.String("policy", b.kind.Rejecter()), slog.String("bucket", string(b.hash[:])), slog.Uint64("disagreements", b.count)))
 	}
 	msg := "candidate policy agrees with the live one"
 	if total > 0 {

@@ -4,14 +4,19 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"unsafe"
+
+	"github.com/tokengate/tokengate/pkg/keyhash"
 )
 
 // topKey is one bucket's disagreements of one kind: the bucket (its rule's
-// row and its key's hash) of the policy that rejected.
+// row and its key's keyed hash, the name the decision log and the dynamic
+// metadata give it) of the policy that rejected. Two buckets of a rule
+// share a name only by chance (keyhash.Length), and then one entry.
 type topKey struct {
 	kind Kind // its policy is the one that rejected (Kind.Rejecter)
 	row  *row
-	hash uint64
+	hash [keyhash.Length]byte
 }
 
 type topEntry struct {
@@ -25,12 +30,18 @@ type topEntry struct {
 // above total/n is listed; a listed count is exact when over is 0.
 type topList struct {
 	mu      sync.Mutex
+	hasher  *keyhash.Hasher // names the keys, under mu
 	entries map[topKey]*topEntry
 }
 
-func (l *topList) add(k topKey, n int) {
+// add counts a disagreement of kind decided by the bucket of row whose key
+// is key, in a list of at most n entries.
+func (l *topList) add(kind Kind, r *row, key string, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	k := topKey{kind: kind, row: r}
+	// A hash.Hash neither keeps nor changes what it is given to write.
+	l.hasher.Sum(&k.hash, unsafe.Slice(unsafe.StringData(key), len(key)))
 	if e := l.entries[k]; e != nil {
 		e.count++
 		return
@@ -71,7 +82,7 @@ func (l *topList) snapshot() []topItem {
 	l.mu.Unlock()
 	slices.SortFunc(out, func(a, b topItem) int {
 		return cmp.Or(cmp.Compare(b.count, a.count), cmp.Compare(a.row.domain, b.row.domain), cmp.Compare(a.row.rule, b.row.rule),
-			cmp.Compare(a.kind, b.kind), cmp.Compare(a.hash, b.hash))
+			cmp.Compare(a.kind, b.kind), cmp.Compare(string(a.hash[:]), string(b.hash[:])))
 	})
 	return out
 }

@@ -1,7 +1,6 @@
 package candidate
 
 import (
-	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
@@ -78,12 +78,14 @@ type Options struct {
 	Logger     *slog.Logger       // [slog.Default()]
 	LogEvery   time.Duration      // least time between two summaries [1m]
 	TopBuckets int                // size of the top list [64]
+	// KeyHash names the top list's buckets, as the live service's
+	// Options.KeyHash names them in its logs [keyhash.Random()].
+	KeyHash *keyhash.Key
 }
 
 // Tracker hears both decisions of every request (see the package comment).
 type Tracker struct {
 	opts  Options
-	seed  maphash.Seed
 	state atomic.Pointer[state]
 	mu    sync.Mutex // serialises building a state or a table
 }
@@ -105,7 +107,10 @@ func New(opts Options) *Tracker {
 	if opts.TopBuckets <= 0 {
 		opts.TopBuckets = 64
 	}
-	return &Tracker{opts: opts, seed: maphash.MakeSeed()}
+	if opts.KeyHash == nil {
+		opts.KeyHash = keyhash.Random()
+	}
+	return &Tracker{opts: opts}
 }
 
 // state is the record of one candidate policy, from when it was first seen.
@@ -192,7 +197,7 @@ func (t *Tracker) disagree(st *state, tb *table, kind Kind, p *policy.Policy, do
 		r := tb.row(p, domain, d.Rule)
 		r.disagreed[kind].Add(1)
 		if d.Key != "" { // a descriptor refused before the store has no bucket
-			st.top.add(topKey{kind: kind, row: r, hash: maphash.String(t.seed, d.Key)}, t.opts.TopBuckets)
+			st.top.add(kind, r, d.Key, t.opts.TopBuckets)
 		}
 	}
 }
@@ -207,7 +212,7 @@ func (t *Tracker) stateFor(cand *policy.Policy, now int64) *state {
 	if st := t.state.Load(); st != nil && st.cand == cand {
 		return st
 	}
-	st := &state{cand: cand, since: now, rows: map[string]*row{}}
+	st := &state{cand: cand, since: now, rows: map[string]*row{}, top: topList{hasher: t.opts.KeyHash.Hasher()}}
 	st.nextLog.Store(st.since + int64(t.opts.LogEvery))
 	t.state.Store(st)
 	return st

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
@@ -32,13 +33,14 @@ type fixture struct {
 	m          *metrics.Candidate
 	clk        *clock.Fake
 	logs       *bytes.Buffer
+	key        *keyhash.Key
 	live, cand *policy.Policy
 }
 
 func newFixture(t *testing.T, top int) *fixture {
 	f := &fixture{m: metrics.NewCandidate(prometheus.NewRegistry()), clk: new(clock.Fake), logs: new(bytes.Buffer),
-		live: parse(t, 10), cand: parse(t, 5)}
-	f.tr = New(Options{Metrics: f.m, Clock: f.clk, Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), TopBuckets: top})
+		key: keyhash.Random(), live: parse(t, 10), cand: parse(t, 5)}
+	f.tr = New(Options{Metrics: f.m, Clock: f.clk, Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), TopBuckets: top, KeyHash: f.key})
 	return f
 }
 
@@ -85,8 +87,13 @@ func TestTrackerCountsAndView(t *testing.T) {
 		t.Fatalf("rule %+v", rule)
 	}
 	if len(v.TopBuckets) != 2 || v.TopBuckets[0].Disagreements != 3 || v.TopBuckets[0].Policy != "candidate" ||
-		v.TopBuckets[1].Policy != "live" || strings.Contains(rec.Body.String(), `"ka"`) || len(v.TopBuckets[0].Bucket) != 16 {
+		v.TopBuckets[1].Policy != "live" || strings.Contains(rec.Body.String(), `"ka"`) {
 		t.Fatalf("top buckets %+v in %s", v.TopBuckets, rec.Body)
+	}
+	// Each bucket is named as the live service's log names it: the keyed
+	// hash of its key under the tracker's KeyHash.
+	if got, want := v.TopBuckets[0].Bucket, f.key.Hash([]byte("ka")); got != want {
+		t.Fatalf("bucket %q, want %q, the keyed hash of its key", got, want)
 	}
 	// A new candidate starts a fresh record.
 	f.cand = parse(t, 6)
@@ -136,14 +143,15 @@ func TestSummaryOncePerMinute(t *testing.T) {
 		Requests  int `json:"requests"`
 		Disagreed int `json:"live_allowed_candidate_rejected"`
 		Top       struct {
-			Rule          string
+			Rule, Bucket  string
 			Disagreements int
 		} `json:"top_bucket"`
 	}
 	if err := json.Unmarshal([]byte(lines[0]), &line); err != nil {
 		t.Fatal(err)
 	}
-	if line.Requests != 3 || line.Disagreed != 2 || line.Top.Rule != "per-user" || line.Top.Disagreements != 2 {
+	if line.Requests != 3 || line.Disagreed != 2 || line.Top.Rule != "per-user" || line.Top.Disagreements != 2 ||
+		line.Top.Bucket != f.key.Hash([]byte("ka")) {
 		t.Fatalf("summary %s", lines[0])
 	}
 	f.logs.Reset()

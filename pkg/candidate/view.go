@@ -2,7 +2,6 @@ package candidate
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -52,8 +51,10 @@ type BucketView struct {
 	Rule   string `json:"rule"`
 	// Policy is the one whose bucket rejected: live or candidate.
 	Policy string `json:"policy"`
-	// Bucket is a seeded hash of the bucket's key, stable while the
-	// process runs; it never shows the client's values.
+	// Bucket is the keyed hash of the bucket's key (Options.KeyHash): the
+	// key a decision log line or Envoy's dynamic metadata gives the same
+	// bucket, and tokengate explain prints. It never shows the client's
+	// values.
 	Bucket        string `json:"bucket"`
 	Kind          string `json:"kind"`
 	Disagreements uint64 `json:"disagreements"`
@@ -101,7 +102,7 @@ func (t *Tracker) View(cand *policy.Policy, now int64) View {
 	}
 	for _, b := range st.top.snapshot() {
 		v.TopBuckets = append(v.TopBuckets, BucketView{Domain: b.row.domain, Rule: b.row.rule, Policy: b.kind.Rejecter(),
-			Bucket: hashString(b.hash), Kind: kindNames[b.kind], Disagreements: b.count, Overcount: b.over})
+			Bucket: string(b.hash[:]), Kind: kindNames[b.kind], Disagreements: b.count, Overcount: b.over})
 	}
 	return v
 }
@@ -116,8 +117,6 @@ func counts(c *[numResults]atomic.Uint64) map[string]uint64 {
 	}
 	return out
 }
-
-func hashString(h uint64) string { return fmt.Sprintf("%016x", h) }
 
 // Handler serves View as JSON: the candidate is what cand returns now.
 func (t *Tracker) Handler(cand func() *policy.Policy) http.Handler {

@@ -35,6 +35,11 @@ type Explanation struct {
 	Rule *Rule
 	// Key is the bucket key (nil for no rule or an unlimited one).
 	Key []byte
+	// KeyHash is Key as the service shows it (dynamic metadata, the
+	// decision log, /debug/candidate): its keyed hash, which only the
+	// caller that has the deployment's secret can set (pkg/keyhash); ""
+	// when it has none, and String says the secret is needed.
+	KeyHash string
 	// Why says why no rule matched, one reason a line (empty when one did).
 	Why []string
 }
@@ -150,6 +155,11 @@ func (e *Explanation) String() string {
 	}
 	if r.HasBucket() {
 		fmt.Fprintf(&b, "  bucket key: %s\n  bucket key bytes: %q\n", r.KeyString(e.Entries), e.Key)
+		if e.KeyHash != "" {
+			fmt.Fprintf(&b, "  bucket key hash: %s (key in dynamic metadata, the decision log and /debug/candidate)\n", e.KeyHash)
+		} else {
+			b.WriteString("  bucket key hash: needs the deployment's secret (--key-hash-secret-file)\n")
+		}
 	}
 	return b.String()
 }

@@ -31,6 +31,7 @@ func TestExplain(t *testing.T) {
 			`shadow: decides and counts, always answers OK`,
 			`bucket key: edge/search["alice" "/search"]`,
 			`bucket key bytes: "\x04edge\x06search\x05alice\a/search"`,
+			`bucket key hash: needs the deployment's secret (--key-hash-secret-file)`,
 		}},
 		{"unlimited", "edge", entries("path", "/healthz"), []string{
 			`matches rule "health-checks"`, `unlimited: always OK, no bucket`,
@@ -66,5 +67,9 @@ func TestExplain(t *testing.T) {
 	e := p.Explain("edge", entries("user_id", "bob"))
 	if e.Rule.Name != "per-user" || string(e.Key) != string(e.Rule.AppendKey(nil, e.Entries)) || len(e.Why) != 0 {
 		t.Fatalf("explanation %+v", e)
+	}
+	e.KeyHash = "0123456789ab"
+	if out := e.String(); !strings.Contains(out, "\n  bucket key hash: 0123456789ab (key in dynamic metadata") {
+		t.Fatalf("with its hash:\n%s", out)
 	}
 }

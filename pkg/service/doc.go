@@ -28,7 +28,9 @@
 // costs nothing more. Options.DecisionLog logs each refusal and degraded
 // answer at info and every decision at debug, each level bounded per
 // second (decisionlog.go); Options.Tracer makes each decision a span
-// (trace.go). None of them holds a client's value: keys are hashed.
+// (trace.go). None of them holds a client's value: a bucket is named by
+// the keyed hash of its key (Options.KeyHash, pkg/keyhash), which replicas
+// sharing a secret write alike; spans name no bucket.
 //
 // # Bad requests
 //

@@ -1,12 +1,12 @@
 package service
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"unsafe"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/tokengate/tokengate/pkg/keyhash"
 )
 
 // Keys of the dynamic_metadata a response carries when a descriptor was
@@ -20,7 +20,7 @@ const (
 	MetaDomain      = "domain"
 	MetaRule        = "rule"
 	MetaResult      = "result"      // the metric label: over_limit, refused, store_error
-	MetaKey         = "key"         // hashed bucket key (KeyHashLength hex digits); no client value
+	MetaKey         = "key"         // hashed bucket key (keyhash.Length hex digits); no client value
 	MetaCost        = "cost"        // asked of the bucket; negative: a refund
 	MetaRemaining   = "remaining"   // whole tokens left
 	MetaRetryAfter  = "retry_after" // whole seconds; at the top level the response's Retry-After
@@ -37,29 +37,23 @@ const (
 // carry 64 entries, each hashed, to Envoy.
 const MaxMetaDescriptors = 8
 
-// KeyHashLength is the length of a hashed bucket key: the first 48 bits of
-// its SHA-256, in hex. It tells buckets apart in logs and traces and is the
-// same on every replica; a low-entropy value (an address) can be guessed
-// from it by trying, so it hides values from a casual reader, not from a
-// determined one.
-const KeyHashLength = 12
-
 // keyHashTo writes the hashed key of the verdict at index i into dst and
 // reports whether the descriptor has a bucket key (it has none without a
-// rule, or refused before the store).
-func (rs *reqState) keyHashTo(dst *[KeyHashLength]byte, i int) bool {
+// rule, or refused before the store). The hash is keyed (Options.KeyHash):
+// without the secret, trying values (every IPv4 address) finds nothing;
+// with it, tokengate explain prints the same name for a descriptor.
+func (rs *reqState) keyHashTo(dst *[keyhash.Length]byte, i int) bool {
 	ds := &rs.descs[i]
 	if ds.keyEnd == ds.keyStart {
 		return false
 	}
-	sum := sha256.Sum256(rs.keys[ds.keyStart:ds.keyEnd])
-	hex.Encode(dst[:], sum[:KeyHashLength/2])
+	rs.keyHasher.Sum(dst, rs.keys[ds.keyStart:ds.keyEnd])
 	return true
 }
 
 // keyHash is keyHashTo as a string, "" without a bucket key.
 func (rs *reqState) keyHash(i int) string {
-	var k [KeyHashLength]byte
+	var k [keyhash.Length]byte
 	if !rs.keyHashTo(&k, i) {
 		return ""
 	}
@@ -115,7 +109,7 @@ type metaBlock struct {
 	top  structpb.Struct
 	key  structpb.Value
 	keyK structpb.Value_StringValue
-	hash [KeyHashLength]byte
+	hash [keyhash.Length]byte
 }
 
 // metadata is the response's dynamic_metadata, written into top's block:

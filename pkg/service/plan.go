@@ -9,6 +9,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/store"
 )
@@ -34,6 +35,9 @@ type reqState struct {
 	id               requestID
 	quotaID          requestID // the id of a second decision (quota.go)
 	hasID            bool      // the request carried a non-empty id
+	// keyHasher names the bucket keys shown (metadata.go); nil in a
+	// candidate's request state, which shows none.
+	keyHasher *keyhash.Hasher
 }
 
 // batch is one store call: the enforced descriptors, or the shadow ones.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -67,6 +68,10 @@ type Options struct {
 	// Candidate, when set, decides every request again under a candidate
 	// policy, never changing the answer (candidate.go).
 	Candidate *Candidate
+	// KeyHash names a bucket in the metadata and the decision log
+	// (metadata.go); replicas given the same key name it alike
+	// [keyhash.Random(): names of this Service alone].
+	KeyHash *keyhash.Key
 }
 
 // Service implements rlsv3.RateLimitServiceServer.
@@ -97,8 +102,11 @@ func New(opts Options) (*Service, error) {
 	if opts.StoreLogEvery <= 0 {
 		opts.StoreLogEvery = 10 * time.Second
 	}
+	if opts.KeyHash == nil {
+		opts.KeyHash = keyhash.Random()
+	}
 	s := &Service{opts: opts, storeLog: logbudget.New(1, opts.StoreLogEvery), decisions: newDecisionLog(opts.DecisionLog)}
-	s.reqStates.New = func() any { return new(reqState) }
+	s.reqStates.New = func() any { return &reqState{keyHasher: opts.KeyHash.Hasher()} }
 	return s, nil
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
@@ -50,7 +51,7 @@ func TestDynamicMetadata(t *testing.T) {
 	}
 	key := md[MetaKey].GetStringValue()
 	if !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(key) {
-		t.Fatalf("key %q: want %d hex digits", key, KeyHashLength)
+		t.Fatalf("key %q: want %d hex digits", key, keyhash.Length)
 	}
 	want := map[string]any{
 		MetaDomain: "edge", MetaRule: "per-user", MetaResult: "over_limit", MetaCost: 1.0,
@@ -205,7 +206,7 @@ func TestDecisionLog(t *testing.T) {
 			t.Errorf("%s: %q, want %q (%v)", k, l[k], w, l)
 		}
 	}
-	if len(l[MetaKey]) != KeyHashLength || strings.Contains(strings.Join(values(l), " "), "mo\"") {
+	if len(l[MetaKey]) != keyhash.Length || strings.Contains(strings.Join(values(l), " "), "mo\"") {
 		t.Errorf("key %q", l[MetaKey])
 	}
 	if _, ok := got[2]["dropped"]; ok {

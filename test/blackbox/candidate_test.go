@@ -93,10 +93,14 @@ func TestCandidateCounted(t *testing.T) {
 	if len(v.TopBuckets) != 1 || v.TopBuckets[0].Disagreements != 3 || v.TopBuckets[0].Policy != "candidate" || v.TopBuckets[0].Bucket == "alice" {
 		t.Fatalf("/debug/candidate top buckets: %+v", v.TopBuckets)
 	}
-	// Two more live tokens, then over: the candidate charged none.
+	// Two more live tokens, then over: the candidate charged none. The
+	// refusal's metadata names alice's bucket as the top list does.
 	for i, r := range askAlice(t, p, 3) {
 		if (r.OverallCode == rlsv3.RateLimitResponse_OK) != (i < 2) {
 			t.Fatalf("live request %d: %v", 9+i, r)
+		}
+		if key := r.GetDynamicMetadata().GetFields()["key"].GetStringValue(); i == 2 && key != v.TopBuckets[0].Bucket {
+			t.Fatalf("the refusal's key %q, the top list's bucket %q", key, v.TopBuckets[0].Bucket)
 		}
 	}
 	if _, body := plain.Get(t, "/metrics"); strings.Contains(body, "tokengate_candidate_") {

@@ -16,6 +16,7 @@ import (
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/service"
@@ -40,8 +41,9 @@ func TestRollbackMatchesMemory(t *testing.T) {
 		var comp policy.Compiler
 		var cur *policy.Policy
 		serving := func() *policy.Policy { return cur }
-		mem := rollbackService(rt, memory.New(memory.Options{Clock: clk}), clk, serving)
-		red := rollbackService(rt, newStore(t, c, Options{RequestTime: true, KeyPrefix: fmt.Sprintf("rb%d:", n)}), clk, serving)
+		keys := keyhash.Random() // one process's: the metadata names buckets alike
+		mem := rollbackService(rt, memory.New(memory.Options{Clock: clk}), clk, keys, serving)
+		red := rollbackService(rt, newStore(t, c, Options{RequestTime: true, KeyPrefix: fmt.Sprintf("rb%d:", n)}), clk, keys, serving)
 		files := rapid.SliceOfN(rapid.Custom(rollbackPolicy), 2, 4).Draw(rt, "policies")
 		apply := func(i int) {
 			p, err := comp.Compile("policy.yaml", []byte(files[i]), cur, clk.Now())
@@ -83,9 +85,9 @@ func TestRollbackMatchesMemory(t *testing.T) {
 	})
 }
 
-func rollbackService(t *rapid.T, st store.Store, clk *clock.Fake, serving func() *policy.Policy) *service.Service {
+func rollbackService(t *rapid.T, st store.Store, clk *clock.Fake, keys *keyhash.Key, serving func() *policy.Policy) *service.Service {
 	svc, err := service.New(service.Options{
-		Policy: serving, Store: st, StoreName: "x", Metrics: metrics.New(prometheus.NewRegistry()), Clock: clk,
+		Policy: serving, Store: st, StoreName: "x", Metrics: metrics.New(prometheus.NewRegistry()), Clock: clk, KeyHash: keys,
 	})
 	if err != nil {
 		t.Fatal(err)
