@@ -64,16 +64,20 @@ func File(c *rlsconf.RateLimitConfig) (policy.File, error) {
 }
 
 // rendered is at most the size of descriptors ds at depth (1 at the top)
-// once rendered, each a line "key: ..." indented two spaces a level; path
-// names where they are, for the error when they nest deeper than
-// policy.MaxMatchEntries.
+// once rendered, each a line "key: ..." indented two spaces a level. Past
+// policy.MaxMatchEntries levels it fails, naming the keys from the top
+// (path is the domain, for the message).
 func rendered(ds []*rlsconf.RateLimitDescriptor, depth int, path string) (int, error) {
 	if len(ds) > 0 && depth > policy.MaxMatchEntries {
 		return 0, fmt.Errorf("%s: descriptors nested deeper than %d levels: a descriptor has at most %d entries, so nothing below can match", path, policy.MaxMatchEntries, policy.MaxMatchEntries)
 	}
 	size := 0
 	for _, d := range ds {
-		n, err := rendered(d.GetDescriptors(), depth+1, path+"."+d.GetKey())
+		below := ""
+		if len(d.GetDescriptors()) > 0 {
+			below = path + "." + d.GetKey() // only where there is a level below to name
+		}
+		n, err := rendered(d.GetDescriptors(), depth+1, below)
 		if err != nil {
 			return 0, err
 		}

@@ -86,7 +86,7 @@ func TestRepeatedDomain(t *testing.T) {
 
 // TestFileBounds: a config nested deeper than a descriptor can be long,
 // or one that would render past policy.MaxFileSize, is refused before it
-// is rendered, in well under a second (the bound is 1 s, for loaded machines); one 32 levels deep renders.
+// is rendered, in well under a second (the bound is 5 s, for loaded machines); one 32 levels deep renders.
 func TestFileBounds(t *testing.T) {
 	deep := func(levels int) *rlsconf.RateLimitConfig {
 		var ds []*rlsconf.RateLimitDescriptor
@@ -117,7 +117,7 @@ func TestFileBounds(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("File: %v, want it to say %q", err, tc.says)
 			}
-			if took := time.Since(begin); took > time.Second {
+			if took := time.Since(begin); took > 5*time.Second {
 				t.Fatalf("refused after %v", took)
 			}
 		})
