@@ -117,7 +117,7 @@ func TestBreakerRecoversAfterStall(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newStore(t, newClient(t, srv.Addr()), Options{Timeout: 15 * time.Millisecond})
 	v := storetest.Version(t, 1, 100, "1/s")
-	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // anchors the clock, loads the code
+	warm(t, s, store.Item{Key: "warm", Version: v, Cost: 1})
 	heavy := make([]store.Item, 9)
 	for i := range heavy {
 		heavy[i] = store.Item{Key: "h" + strconv.Itoa(i), Version: v, Cost: 1}

@@ -62,7 +62,7 @@ func TestHeavyTimeoutIsNotABreakerFailure(t *testing.T) {
 	c := newClient(t, srv.Addr())
 	s := newStore(t, c, Options{Timeout: 20 * time.Millisecond, Breaker: BreakerOptions{Failures: 2, Window: new(time.Duration(0))}})
 	v := storetest.Version(t, 1, 10, "1/s")
-	decide(t, s, 0, store.Item{Key: "warm", Version: v, Cost: 1}) // anchors the clock, loads the code
+	warm(t, s, store.Item{Key: "warm", Version: v, Cost: 1})
 	heavy := make([]store.Item, 16)
 	for i := range heavy {
 		heavy[i] = store.Item{Key: "h" + strconv.Itoa(i), Version: v, Cost: 1}

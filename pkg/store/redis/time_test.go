@@ -35,6 +35,23 @@ func decide(t testing.TB, s *Store, now int64, items ...store.Item) (store.Outco
 	return out, res
 }
 
+// warm readies a store with a short timeout for a test: the library
+// loaded and the clock anchored (Prepare, with time to spare), then one
+// decision of item, tried until it passes its timeout: the first calls on
+// a loaded machine may take longer than a short one.
+func warm(t testing.TB, s *Store, item store.Item) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	poll.Eventually(t, 5*time.Second, func() error {
+		_, err := s.Decide(context.Background(), &store.Request{Now: s.opts.Clock.Now(), Items: []store.Item{item}}, make([]store.Result, 1))
+		return err
+	}, "a first decision within the store's timeout")
+}
+
 // TestTTLUntilFull: a bucket's key lives until the bucket is full again
 // and twice ClockStepTolerance, and a full bucket is deleted.
 func TestTTLUntilFull(t *testing.T) {
