@@ -136,9 +136,15 @@ func (p Params) refund(s State, cost int64) State {
 	return s
 }
 
+// Remaining is the whole tokens of s: Result.Remaining.
+func (s State) Remaining() int64 { return max(s.Tokens, 0) }
+
+// Debt is how far below zero s is, in whole tokens rounded up: Result.Debt.
+func (s State) Debt() int64 { return max(-s.Tokens, 0) }
+
 // withBalance is r with the balance of s: its whole tokens and its debt.
 func withBalance(s State, r Result) Result {
-	r.Remaining, r.Debt = max(s.Tokens, 0), max(-s.Tokens, 0)
+	r.Remaining, r.Debt = s.Remaining(), s.Debt()
 	return r
 }
 
