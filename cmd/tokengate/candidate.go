@@ -33,7 +33,7 @@ type candidatePolicy struct {
 // it is no candidate, and the live policy serves as ever; a bad file later
 // keeps the last good candidate, a removed one turns the candidate off.
 // The candidate compiles with a Compiler of its own: its buckets are in a
-// store of their own.
+// store of their own, of the live store's kind (newCompiler).
 func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometheus.Registerer, log *slog.Logger) (*candidatePolicy, error) {
 	if s.CandidatePolicy == "" {
 		return nil, nil
@@ -41,7 +41,7 @@ func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometh
 	m := metrics.NewCandidate(reg)
 	clog := log.With(slog.String("policy", "candidate"))
 	w, err := watch.New(watch.Options{
-		Path: s.CandidatePolicy, Clock: clk, Logger: clog, Optional: true,
+		Path: s.CandidatePolicy, Clock: clk, Compiler: newCompiler(s), Logger: clog, Optional: true,
 		OnReload: func(r watch.Result, p *policy.Policy, _ error) {
 			m.Reloads.WithLabelValues(string(r)).Inc()
 			switch r {
