@@ -38,6 +38,9 @@ func llmCall(user string, hits uint64) *ratelimitv3.RateLimitDescriptor {
 // retry-after of 14404 s.
 func TestPostPaidTokenBudget(t *testing.T) {
 	p, _ := startWithPolicy(t, llmPolicy)
+	if _, body := p.Get(t, "/debug/policy"); !strings.Contains(body, `"charge": "after_response",`) || !strings.Contains(body, `"max_debt": 100000,`) {
+		t.Fatalf("/debug/policy: %s", body)
+	}
 	if r := p.Ask(t, "llm", 0, llmCall("alice", 0)); r.OverallCode != ok || r.Statuses[0].LimitRemaining != 1000 {
 		t.Fatalf("check: %v", r)
 	}
