@@ -2,12 +2,13 @@ package bucket
 
 import "fmt"
 
-// Params are a bucket's capacity and refill rate. The zero Params is a bucket
-// of capacity 0 that never affords a positive cost; build real ones with
-// NewParams.
+// Params are a bucket's capacity, refill rate and debt bound. The zero
+// Params is a bucket of capacity 0 that never affords a positive cost;
+// build real ones with NewParams (and WithMaxDebt, debt.go).
 type Params struct {
 	capacity int64
 	rate     Rate
+	maxDebt  int64 // how far below zero Report may take the balance
 }
 
 // NewParams validates capacity and rate against the exact range.
@@ -29,8 +30,10 @@ func (p Params) Rate() Rate { return p.rate }
 
 // State is one bucket's balance: Tokens whole tokens plus Frac/Per of the
 // next token (Per is the params' reduced rate period), refilled up to the
-// monotonic instant At. The zero State is an empty bucket at instant 0; a
-// new bucket normally starts from Params.Full.
+// monotonic instant At. A balance below zero (a debt, debt.go) is floored:
+// -0.5 is Tokens -1 and Frac Per/2, so Frac is never negative. The zero
+// State is an empty bucket at instant 0; a new bucket normally starts from
+// Params.Full.
 type State struct {
 	Tokens int64
 	Frac   int64
@@ -44,12 +47,20 @@ type Result struct {
 	// Never: the cost exceeds the capacity, so no amount of waiting makes it
 	// affordable. Never implies !Allowed and RetryAfter == 0.
 	Never bool
-	// Remaining is the whole tokens left after the decision.
+	// Remaining is the whole tokens left after the decision; 0 while the
+	// balance is below zero.
 	Remaining int64
 	// RetryAfter is the nanoseconds from now until the cost becomes
 	// affordable: 0 when allowed or never affordable; at least 1 when
 	// rejected.
 	RetryAfter int64
+	// Debt is how far below zero the balance is after the decision, in
+	// whole tokens rounded up: the tokens to repay before it is back at
+	// zero; 0 when it is not below zero. Only Report takes it there.
+	Debt int64
+	// Forgiven is what of a report's cost was not charged because it went
+	// beyond the debt bound (Report); 0 for every other decision.
+	Forgiven int64
 }
 
 // Full is the state of a new bucket at now: full, with the cursor at now.
@@ -62,7 +73,8 @@ func (p Params) Refill(s State, now int64) State {
 		return s
 	}
 	// now > s.At, so the unsigned difference is the exact elapsed time even
-	// when the signed one would overflow.
+	// when the signed one would overflow. Tokens >= -MaxDebt, so
+	// capacity-Tokens <= 2*10^15 and room fits in 128 bits.
 	elapsed := uint64(now) - uint64(s.At)
 	s.At = now
 	if s.Tokens >= p.capacity {
@@ -82,7 +94,8 @@ func (p Params) Refill(s State, now int64) State {
 		s.Frac = int64(gain.lo)
 		return s
 	}
-	// gain < room <= capacity*per, so the quotient is below capacity.
+	// gain < room, so the quotient is below capacity-Tokens: it fits, and
+	// so does Tokens plus it (below capacity).
 	q, r := gain.divmod(per)
 	s.Tokens += int64(q)
 	s.Frac = int64(r)
@@ -94,25 +107,45 @@ func (p Params) Refill(s State, now int64) State {
 // cost > 0 consumes; cost == 0 only checks; cost < 0 refunds -cost tokens,
 // capped at capacity. A rejection consumes nothing but keeps the refilled
 // balance. A cost above capacity is Never affordable and returns s unchanged.
+// A balance below zero (a post-paid bucket's debt) affords no positive cost
+// until it is repaid.
 func (p Params) Decide(s State, now, cost int64) (State, Result) {
 	if cost > p.capacity {
-		return s, Result{Never: true, Remaining: p.Refill(s, now).Tokens}
+		return s, withBalance(p.Refill(s, now), Result{Never: true})
 	}
 	s = p.Refill(s, now)
 	switch {
 	case cost <= 0:
-		// -cost cannot overflow: a refund beyond capacity is capped anyway.
-		if cost < -p.capacity || s.Tokens-cost >= p.capacity {
-			s.Tokens, s.Frac = p.capacity, 0
-		} else {
-			s.Tokens -= cost
-		}
+		s = p.refund(s, cost)
 	case s.Tokens >= cost:
 		s.Tokens -= cost
 	default:
-		return s, Result{Remaining: s.Tokens, RetryAfter: since(p.until(s, cost), s.At, now)}
+		return s, withBalance(s, Result{RetryAfter: since(p.until(s, cost), s.At, now)})
 	}
-	return s, Result{Allowed: true, Remaining: s.Tokens}
+	return s, withBalance(s, Result{Allowed: true})
+}
+
+// refund adds -cost (cost <= 0) to s, capped at capacity. It compares
+// rather than negates: -cost overflows for the smallest int64.
+func (p Params) refund(s State, cost int64) State {
+	if cost <= s.Tokens-p.capacity {
+		s.Tokens, s.Frac = p.capacity, 0
+	} else {
+		s.Tokens -= cost
+	}
+	return s
+}
+
+// Remaining is the whole tokens of s: Result.Remaining.
+func (s State) Remaining() int64 { return max(s.Tokens, 0) }
+
+// Debt is how far below zero s is, in whole tokens rounded up: Result.Debt.
+func (s State) Debt() int64 { return max(-s.Tokens, 0) }
+
+// withBalance is r with the balance of s: its whole tokens and its debt.
+func withBalance(s State, r Result) Result {
+	r.Remaining, r.Debt = s.Remaining(), s.Debt()
+	return r
 }
 
 // UntilFull is the nanoseconds from now until s is full again (0 when it

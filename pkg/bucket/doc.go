@@ -13,21 +13,34 @@
 // Intermediate products use 128-bit integers (math/bits), so the arithmetic
 // is exact over the whole validated range:
 //
-//   - capacity 1 .. MaxCapacity (10^15 tokens);
+//   - capacity 1 .. MaxCapacity (10^15 tokens), a debt bound 0 .. MaxDebt
+//     (10^15 tokens);
 //   - rate N/P with 1 <= N <= MaxRateTokens (10^12) and
 //     1ns <= P <= MaxRatePer (366 days);
 //   - any elapsed time an int64 nanosecond clock can express (292 years).
 //
-// Parameters outside that range are refused by NewRate and NewParams with an
-// error; they never wrap around. Durations that would not fit in an int64
-// (the time to refill 10^15 tokens at 1/day) saturate at MaxDuration.
+// Parameters outside that range are refused by NewRate, NewParams and
+// Params.WithMaxDebt with an error; they never wrap around. Durations that
+// would not fit in an int64 (the time to refill 10^15 tokens at 1/day)
+// saturate at MaxDuration.
+//
+// # Post-paid buckets
+//
+// Decide charges before the request (pre-paid). A post-paid rule asks
+// Check at request time (at least one token there? nothing charged) and
+// charges the usage afterwards with Report, which is never refused and may
+// take the balance below zero, down to minus the params' debt bound
+// (Params.MaxDebt, debt.go).
 //
 // # Invariants
 //
-//   - 0 <= Tokens <= capacity, and Frac == 0 whenever Tokens == capacity.
+//   - -p.MaxDebt() <= balance <= capacity: 0 <= Tokens <= capacity for a
+//     bucket that never had a Report, and Frac == 0 whenever Tokens ==
+//     capacity. Only Report goes below zero.
 //   - The cursor At never moves back: a clock reading earlier than At is
 //     treated as "no time passed" and can never mint tokens.
 //   - A rejected decision consumes nothing (the refilled balance is kept);
-//     an allowed one consumes exactly its cost.
+//     an allowed one consumes exactly its cost; a Check consumes nothing;
+//     a Report consumes exactly its cost less Forgiven.
 //   - A cost above capacity is never affordable and changes no state.
 package bucket

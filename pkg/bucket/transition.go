@@ -40,19 +40,25 @@ func (m ResizeMode) String() string {
 // refills with the new parameters up to now (Decide does). Conversion rounds
 // down to the new fixed-point unit, so it can never mint a fraction of a
 // token.
+//
+// A debt (a balance below zero) carries over as it is, in tokens, under
+// either mode (Scale scales only a balance of at least zero), clamped to
+// the new debt bound: a bucket owing more than to.MaxDebt() owes exactly
+// that, and one of a rule that is no longer post-paid (bound 0) is at zero.
 func Transition(s State, from, to Params, at int64, mode ResizeMode) State {
 	s = from.Refill(s, at)
 	if from == to {
 		return s
 	}
-	if mode == Scale && from.capacity > 0 {
+	if mode == Scale && from.capacity > 0 && s.Tokens >= 0 {
 		return scaled(s, from, to)
 	}
-	if s.Tokens >= to.capacity {
+	switch {
+	case s.Tokens >= to.capacity:
 		s.Tokens, s.Frac = to.capacity, 0
-		return s
-	}
-	if s.Frac != 0 {
+	case s.Tokens < -to.maxDebt:
+		s.Tokens, s.Frac = -to.maxDebt, 0
+	case s.Frac != 0:
 		// Frac/per_old in units of 1/per_new: frac*per_new/per_old < per_new.
 		s.Frac = int64(convertFrac(uint64(s.Frac), uint64(from.rate.per), uint64(to.rate.per)))
 	}

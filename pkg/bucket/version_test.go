@@ -9,7 +9,7 @@ import (
 
 // TestBringWalksVersionsInOrder: bringing a bucket across several versions
 // equals applying each Transition in turn, and a bucket older than the
-// remembered history converts directly.
+// remembered history converts directly; a balance in debt as well.
 func TestBringWalksVersionsInOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		p := drawParams(t, "v0 ")
@@ -24,7 +24,8 @@ func TestBringWalksVersionsInOrder(t *testing.T) {
 			chain = append(chain, v)
 		}
 		from := rapid.IntRange(0, n).Draw(t, "from")
-		s := State{Tokens: rapid.Int64Range(0, chain[from].Params.capacity).Draw(t, "tokens"), At: chain[from].ActiveAt}
+		// A debt too (drawParams draws a debt bound): Bring carries it.
+		s := State{Tokens: rapid.Int64Range(-chain[from].Params.maxDebt, chain[from].Params.capacity).Draw(t, "tokens"), At: chain[from].ActiveAt}
 
 		want := s
 		if n-from < MaxHistory {

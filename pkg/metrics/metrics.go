@@ -34,8 +34,11 @@ const (
 
 // Metrics are the collectors the service and server update directly.
 type Metrics struct {
-	Decisions   *prometheus.CounterVec   // domain, rule, result
-	Remaining   *prometheus.HistogramVec // domain, rule: remaining share of capacity
+	Decisions *prometheus.CounterVec   // domain, rule, result
+	Remaining *prometheus.HistogramVec // domain, rule: remaining share of capacity
+	// Forgiven counts the tokens of post-paid reports beyond their rule's
+	// max_debt, not charged.
+	Forgiven    *prometheus.CounterVec   // domain, rule
 	RPCDuration *prometheus.HistogramVec // method, code
 	StoreErrors *prometheus.CounterVec   // store
 	// StoreFallbacks counts descriptors that on_store_error answered.
@@ -76,6 +79,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:    "tokengate_remaining_ratio",
 			Help:    "Tokens left after a decision, as a share of the bucket's capacity.",
 			Buckets: []float64{0, 0.1, 0.25, 0.5, 0.75, 0.9, 1},
+		}, []string{"domain", "rule"}),
+		Forgiven: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_forgiven_tokens_total",
+			Help: "Tokens of post-paid reports beyond their rule's max_debt, not charged, by domain and rule.",
 		}, []string{"domain", "rule"}),
 		RPCDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tokengate_rpc_duration_seconds",
@@ -123,7 +130,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, method := range []string{FrontDoorRateLimit, FrontDoorExtAuthz} {
 		m.InvalidUTF8.WithLabelValues(method)
 	}
-	reg.MustRegister(m.Decisions, m.Remaining, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
+	reg.MustRegister(m.Decisions, m.Remaining, m.Forgiven, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
 		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.RevisionDecreases, m.InvalidUTF8, m.StoreDegraded, m.descriptors.vec,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.lastRevision.Store(math.MinInt64)

@@ -12,23 +12,28 @@ import (
 // and increasing; a process keeps one Compiler for its whole life. The zero
 // Compiler is ready to use and it is safe for concurrent use.
 type Compiler struct {
-	lastID atomic.Uint64
+	// Unsupported, when not nil, says what the store the policies are for
+	// cannot decide: a limited rule it returns an error for is refused
+	// with that error, at the rule's line, as an invalid field is. Set it
+	// before the first Compile.
+	Unsupported func(*Rule) error
+	lastID      atomic.Uint64
 }
 
 // Compile parses and validates the policy file data (file names it in
 // messages) and versions its rules against prev, the policy now serving
 // (nil for the first):
 //
-//   - a rule of prev (same domain and name) whose capacity, refill rate and
-//     on_resize are unchanged keeps the same *bucket.Version;
+//   - a rule of prev (same domain and name) whose capacity, refill rate,
+//     debt bound and on_resize are unchanged keeps the same *bucket.Version;
 //   - a changed rule gets prev's version.Next(id, params, now, on_resize);
 //   - a new rule, or one that had no bucket, starts a new lineage;
 //   - rules of prev that are gone (or lost their bucket) are removed when
 //     the new policy is activated.
 //
 // now is the monotonic instant (the store's clock) from which new versions
-// apply. A file that does not validate returns Errors, consumes no version
-// IDs and changes nothing. Compile publishes nothing: call Activate when
+// apply. A file that does not validate, or that has a rule Unsupported
+// refuses, returns Errors, consumes no version IDs and changes nothing. Compile publishes nothing: call Activate when
 // the returned policy starts serving.
 func (c *Compiler) Compile(file string, data []byte, prev *Policy, now int64) (*Policy, error) {
 	return c.CompileFiles(file, []File{{Name: file, Data: data}}, prev, now)
@@ -38,6 +43,9 @@ func (c *Compiler) Compile(file string, data []byte, prev *Policy, now int64) (*
 // either format (files.go).
 func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int64) (*Policy, error) {
 	p, err := parseFiles(name, files)
+	if err == nil {
+		err = c.supported(p)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +66,29 @@ func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int
 		}
 	}
 	return p, nil
+}
+
+// supported returns the Errors of p's limited rules that Unsupported
+// refuses.
+func (c *Compiler) supported(p *Policy) error {
+	if c.Unsupported == nil {
+		return nil
+	}
+	var errs Errors
+	for _, name := range p.names {
+		for _, r := range p.domains[name].rules {
+			if !r.HasBucket() {
+				continue
+			}
+			if err := c.Unsupported(r); err != nil {
+				errs = append(errs, &Issue{File: r.File, Line: r.Line, Domain: r.Domain, Rule: r.Name, Err: err})
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
 }
 
 func (c *Compiler) version(r, old *Rule, now int64) *bucket.Version {

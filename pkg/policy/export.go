@@ -30,6 +30,8 @@ type nativeRule struct {
 	Refill       string        `yaml:"refill,omitempty"`
 	Cost         *int64        `yaml:"cost,omitempty"`
 	MaxCost      *int64        `yaml:"max_cost,omitempty"`
+	Charge       string        `yaml:"charge,omitempty"`
+	MaxDebt      *int64        `yaml:"max_debt,omitempty"`
 	OnResize     string        `yaml:"on_resize,omitempty"`
 	OnStoreError string        `yaml:"on_store_error,omitempty"`
 	Shadow       bool          `yaml:"shadow,omitempty"`
@@ -115,11 +117,19 @@ func nativeOf(r *Rule) nativeRule {
 	if per, ok := unitPeriods[r.Limit.Unit]; ok && r.Limit.Given {
 		nr.Refill = strconv.FormatUint(uint64(r.Limit.RequestsPerUnit), 10) + "/" + per
 	}
-	if r.Cost != 1 {
-		nr.Cost = &r.Cost
-	}
-	if r.MaxCost != capacity {
-		nr.MaxCost = &r.MaxCost
+	switch {
+	case r.PostPaid():
+		nr.Charge = r.Charge.String()
+		if debt := pr.MaxDebt(); debt != capacity {
+			nr.MaxDebt = &debt
+		}
+	default:
+		if r.Cost != 1 {
+			nr.Cost = &r.Cost
+		}
+		if r.MaxCost != capacity {
+			nr.MaxCost = &r.MaxCost
+		}
 	}
 	if r.OnResize != 0 {
 		nr.OnResize = r.OnResize.String()

@@ -15,10 +15,10 @@ import (
 
 var (
 	topFields   = []string{"revision", "request_id_key", "domains", "front_doors"}
-	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota"}
+	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "charge", "max_debt", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota"}
 	entryFields = []string{"key", "value", "shared", "literal", "metric"}
 	// bucketFields only make sense on a rule with a bucket.
-	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "on_resize", "on_store_error", "shadow", "current_limit", "quota"}
+	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "charge", "max_debt", "on_resize", "on_store_error", "shadow", "current_limit", "quota"}
 )
 
 func (r *reader) policy(root *yaml.Node, p *Policy) {
@@ -300,26 +300,8 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 		}
 		rule.params, paramsOK = params, err == nil && rateOK
 	}
-	rule.Cost = 1
-	if cost, ok := r.intField(n, f, a, "cost", false); ok {
-		rule.Cost = cost
-		if cost < 0 {
-			r.fail(f["cost"], a, "cost", fmt.Errorf("%d is negative", cost))
-		} else if paramsOK && cost > capacity {
-			r.fail(f["cost"], a, "cost", fmt.Errorf("%d exceeds capacity %d", cost, capacity))
-		}
-	}
-	rule.MaxCost = capacity
-	if maxCost, ok := r.intField(n, f, a, "max_cost", false); ok {
-		rule.MaxCost = maxCost
-		switch {
-		case maxCost < 1:
-			r.fail(f["max_cost"], a, "max_cost", fmt.Errorf("%d is below 1", maxCost))
-		case paramsOK && maxCost > capacity:
-			r.fail(f["max_cost"], a, "max_cost", fmt.Errorf("%d exceeds capacity %d", maxCost, capacity))
-		case rule.Cost > maxCost:
-			r.fail(f["cost"], a, "cost", fmt.Errorf("%d exceeds max_cost %d", rule.Cost, maxCost))
-		}
+	if !r.charge(rule, f, a, paramsOK) {
+		r.costs(rule, n, f, a, capacity, paramsOK)
 	}
 	if v := f["on_resize"]; v != nil {
 		s, err := text(v)
@@ -343,6 +325,31 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 	rule.Quota, _ = r.flag(f, a, "quota")
 	if paramsOK {
 		r.currentLimit(rule, f, a)
+	}
+}
+
+// costs reads a pre-paid rule's cost and max_cost (limits).
+func (r *reader) costs(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at, capacity int64, paramsOK bool) {
+	rule.Cost = 1
+	if cost, ok := r.intField(n, f, a, "cost", false); ok {
+		rule.Cost = cost
+		if cost < 0 {
+			r.fail(f["cost"], a, "cost", fmt.Errorf("%d is negative", cost))
+		} else if paramsOK && cost > capacity {
+			r.fail(f["cost"], a, "cost", fmt.Errorf("%d exceeds capacity %d", cost, capacity))
+		}
+	}
+	rule.MaxCost = capacity
+	if maxCost, ok := r.intField(n, f, a, "max_cost", false); ok {
+		rule.MaxCost = maxCost
+		switch {
+		case maxCost < 1:
+			r.fail(f["max_cost"], a, "max_cost", fmt.Errorf("%d is below 1", maxCost))
+		case paramsOK && maxCost > capacity:
+			r.fail(f["max_cost"], a, "max_cost", fmt.Errorf("%d exceeds capacity %d", maxCost, capacity))
+		case rule.Cost > maxCost:
+			r.fail(f["cost"], a, "cost", fmt.Errorf("%d exceeds max_cost %d", rule.Cost, maxCost))
+		}
 	}
 }
 

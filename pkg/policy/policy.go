@@ -57,10 +57,16 @@ type Rule struct {
 	// Version is the rule's parameter version in this policy: capacity and
 	// refill rate (Version.Params), activation instant and lineage.
 	Version *bucket.Version
-	// Cost is what a request costs when Envoy sends no hits_addend.
+	// Cost is what a request costs when Envoy sends no hits_addend; 0 for
+	// a post-paid rule.
 	Cost int64
-	// MaxCost is the largest cost a request may ask; more is refused.
+	// MaxCost is the largest cost a request may ask; more is refused. 0
+	// for a post-paid rule: its reports are never refused.
 	MaxCost int64
+	// Charge is when the rule charges (charge.go): before the request, or
+	// after the response (post-paid, its debt bound in
+	// Version.Params.MaxDebt()).
+	Charge Charge
 	// OnResize is how a live balance converts when capacity or rate change.
 	OnResize     bucket.ResizeMode
 	OnStoreError StoreErrorMode

@@ -9,12 +9,17 @@ import (
 )
 
 // Summary is the one-line description `tokengate validate` prints for a
-// good file: policy.yaml: OK: revision 3, 2 domains (edge: 5 rules,
-// internal: 1 rule), front door forward_auth (edge), sha256 9f86d0...
+// good file: policy.yaml: OK: revision 3, 2 domains (edge: 5 rules (1
+// post-paid), internal: 1 rule), front door forward_auth (edge), sha256
+// 9f86d0...
 func (p *Policy) Summary() string {
 	parts := make([]string, len(p.names))
 	for i, name := range p.names {
-		parts[i] = fmt.Sprintf("%s: %s", name, plural(len(p.domains[name].rules), "rule"))
+		rules := p.domains[name].rules
+		parts[i] = fmt.Sprintf("%s: %s", name, plural(len(rules), "rule"))
+		if n := postPaid(rules); n > 0 {
+			parts[i] += fmt.Sprintf(" (%d post-paid)", n)
+		}
 	}
 	doors := ""
 	for _, fd := range p.FrontDoors() {
@@ -22,6 +27,17 @@ func (p *Policy) Summary() string {
 	}
 	return fmt.Sprintf("%s: OK: revision %d, %s (%s)%s, sha256 %s",
 		p.name, p.revision, plural(len(p.names), "domain"), strings.Join(parts, ", "), doors, p.SHA256())
+}
+
+// postPaid counts the post-paid rules of rules.
+func postPaid(rules []*Rule) int {
+	n := 0
+	for _, r := range rules {
+		if r.PostPaid() {
+			n++
+		}
+	}
+	return n
 }
 
 func plural(n int, what string) string {

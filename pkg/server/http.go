@@ -127,6 +127,8 @@ type ruleView struct {
 	Refill       string   `json:"refill,omitempty"`
 	Cost         int64    `json:"cost,omitempty"`
 	MaxCost      int64    `json:"max_cost,omitempty"`
+	Charge       string   `json:"charge,omitempty"`   // a post-paid rule's: after_response
+	MaxDebt      *int64   `json:"max_debt,omitempty"` // a post-paid rule's
 	OnResize     string   `json:"on_resize,omitempty"`
 	OnStoreError string   `json:"on_store_error,omitempty"`
 	Shadow       bool     `json:"shadow,omitempty"`
@@ -145,6 +147,10 @@ func (s *Server) debugPolicy(w http.ResponseWriter, _ *http.Request) {
 			if r.HasBucket() {
 				rv.Capacity, rv.Refill = r.Version.Params.Capacity(), r.Version.Params.Rate().String()
 				rv.Cost, rv.MaxCost = r.Cost, r.MaxCost
+				if r.PostPaid() {
+					debt := r.Version.Params.MaxDebt()
+					rv.Charge, rv.MaxDebt = r.Charge.String(), &debt
+				}
 				rv.OnResize, rv.OnStoreError = r.OnResize.String(), r.OnStoreError.String()
 				rv.Version = strconv.FormatUint(r.Version.ID, 10)
 			}

@@ -8,6 +8,11 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/store"
+	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
 // TestConcurrentCalls runs many goroutines through one service on shared
@@ -48,20 +53,72 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 func benchUsers(b *testing.B, svc *Service, before func()) {
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{descr("user_id", "u")}}
 	entry := req.Descriptors[0].Entries[0]
+	users := benchUserNames()
+	benchLoop(b, svc, req, func(i int) {
+		entry.Value = users[i%len(users)]
+		if before != nil {
+			before()
+		}
+	})
+}
+
+// benchUserNames are 100,000 user ids.
+func benchUserNames() []string {
 	users := make([]string, 100_000)
 	for i := range users {
 		users[i] = "user-" + strconv.Itoa(i)
 	}
+	return users
+}
+
+// benchLoop asks svc req b.Loop times, calling step(i) before the i-th.
+func benchLoop(b *testing.B, svc *Service, req *rlsv3.RateLimitRequest, step func(int)) {
 	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		entry.Value = users[i%len(users)]
-		i++
-		if before != nil {
-			before()
-		}
+	for i := 0; b.Loop(); i++ {
+		step(i)
 		if _, err := svc.ShouldRateLimit(context.Background(), req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+const benchPostPaidPolicy = `
+domains:
+  edge:
+    - name: plain
+      match: [{key: user_id}]
+      capacity: 1000000000
+      refill: 1000000000/s
+    - name: tokens
+      match: [{key: llm_user}]
+      capacity: 1000000000
+      refill: 1000000000/s
+      charge: after_response
+`
+
+// BenchmarkPostPaid is a post-paid rule's decisions against a plain one's
+// on the memory store, per decision, over 100,000 users one descriptor
+// each: "plain" charges 1 before the request; "check+report" alternates a
+// request-time check (its own hits_addend 0) and a report of 3, as Envoy
+// Gateway calls for one LLM request.
+func BenchmarkPostPaid(b *testing.B) {
+	for _, c := range []struct {
+		name, key string
+		hits      []*wrapperspb.UInt64Value // the descriptor's own hits_addend, in turn
+	}{
+		{"plain", "user_id", []*wrapperspb.UInt64Value{nil}},
+		{"check+report", "llm_user", []*wrapperspb.UInt64Value{wrapperspb.UInt64(0), wrapperspb.UInt64(3)}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			svc := newFixtureWith(b, benchPostPaidPolicy, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) }, nil).svc
+			d := descr(c.key, "u")
+			req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
+			users := benchUserNames()
+			benchLoop(b, svc, req, func(i int) {
+				// A user's check and report come one after the other.
+				d.Entries[0].Value = users[i/len(c.hits)%len(users)]
+				d.HitsAddend = c.hits[i%len(c.hits)]
+			})
+		})
 	}
 }

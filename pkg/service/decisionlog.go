@@ -80,7 +80,7 @@ func (l *decisionLog) write(ctx context.Context, now int64, domain string, rs *r
 }
 
 func (rs *reqState) logAttrs(ctx context.Context, domain string, i int, v *Verdict, dropped int64) []slog.Attr {
-	attrs := make([]slog.Attr, 0, 12)
+	attrs := make([]slog.Attr, 0, 13)
 	// ShouldRateLimit bounds no domain, and at debug even one without
 	// rules is a line.
 	attrs = append(attrs, slog.String(MetaDomain, logbudget.Clip(domain)))
@@ -93,6 +93,9 @@ func (rs *reqState) logAttrs(ctx context.Context, domain string, i int, v *Verdi
 	}
 	if v.Rule != nil && !v.Rule.Unlimited {
 		attrs = append(attrs, slog.Int64(MetaCost, v.Cost), slog.Int64(MetaRemaining, v.Remaining))
+	}
+	if v.Debt > 0 {
+		attrs = append(attrs, slog.Int64(MetaDebt, v.Debt))
 	}
 	if v.Retry > 0 {
 		attrs = append(attrs, slog.Duration(MetaRetryAfter, v.Retry))

@@ -11,6 +11,18 @@
 // the request is OVER_LIMIT and none is charged. Shadow rules are decided on
 // their own, counted, and always answer OK.
 //
+// # Post-paid rules
+//
+// On a rule with charge: after_response (plan.go, costOf) a descriptor
+// with its own hits_addend above 0 is a report of that much usage, and
+// every other one (its own hits_addend 0, or none, whatever the request's)
+// a check. A check is OK while the bucket holds a whole token and charges
+// nothing; a report is always charged, at most down to the rule's
+// -max_debt (the rest counted in tokengate_forgiven_tokens_total), first
+// and whatever the request's other descriptors say, and is OK while the
+// balance stays at zero or above (store.Store has the rule). Its verdict
+// carries the debt, into the dynamic metadata too.
+//
 // # Verdicts
 //
 // Each descriptor gets one Verdict (verdict.go): its Result (the metric

@@ -11,7 +11,8 @@ import (
 // says on_store_error: local, made when the store failed. Like the store
 // it is all or nothing over those items; when another enforced rule of the
 // request denies (on_store_error: deny), the request is over the limit
-// anyway, so the local budget only checks and charges nothing.
+// anyway, so the local budget only checks and charges nothing but the
+// reports.
 type fallback struct {
 	req     store.Request
 	results []store.Result
@@ -50,9 +51,7 @@ func (rs *reqState) decideLocal(ctx context.Context, local store.Store) {
 		return
 	}
 	if deny {
-		for i := range f.req.Items {
-			f.req.Items[i].Cost = 0
-		}
+		uncharged(f.req.Items)
 	}
 	f.req.Now, f.req.ID = b.req.Now, ""
 	if cap(f.results) < len(f.req.Items) {

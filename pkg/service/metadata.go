@@ -23,6 +23,7 @@ const (
 	MetaKey         = "key"         // hashed bucket key (keyhash.Length hex digits); no client value
 	MetaCost        = "cost"        // asked of the bucket; negative: a refund
 	MetaRemaining   = "remaining"   // whole tokens left
+	MetaDebt        = "debt"        // whole tokens below zero (a post-paid rule's); absent when none
 	MetaRetryAfter  = "retry_after" // whole seconds; at the top level the response's Retry-After
 	MetaReason      = "reason"      // why it can never pass as it is; absent when none
 	MetaDegraded    = "degraded"    // on_store_error answered
@@ -157,6 +158,9 @@ func (rs *reqState) metaFields(i int, v *Verdict, retryAfter int64, blk *metaBlo
 	}
 	if v.Reason != "" {
 		f[MetaReason] = structpb.NewStringValue(v.Reason)
+	}
+	if v.Debt > 0 {
+		f[MetaDebt] = metaNumber(v.Debt)
 	}
 	blk.top.Fields = f
 	return f

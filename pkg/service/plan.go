@@ -33,8 +33,9 @@ type reqState struct {
 	quotas           int  // quota descriptors (desc.isQuota)
 	quotaRefused     int  // of them, refused before the store
 	id               requestID
-	quotaID          requestID // the id of a second decision (quota.go)
-	hasID            bool      // the request carried a non-empty id
+	quotaID          requestID      // the id of a second decision (quota.go)
+	firstResults     []store.Result // the first decision's answers, before a second (quota.go)
+	hasID            bool           // the request carried a non-empty id
 	// keyHasher names the bucket keys shown (metadata.go); nil in a
 	// candidate's request state, which shows none.
 	keyHasher *keyhash.Hasher
@@ -106,14 +107,15 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 			ds.refusal = "rule " + ds.rule.Domain + "/" + ds.rule.Name + " allows no requests (capacity 0)"
 		default:
 			entries := rs.entriesOf(d)
-			ds.cost, ds.refusal = costOf(d, hits, ds.rule, entries)
+			var charge store.Charge
+			ds.cost, charge, ds.refusal = costOf(d, hits, ds.rule, entries)
 			if ds.refusal == "" {
 				ds.keyStart = len(rs.keys)
 				rs.keys = ds.rule.AppendKey(rs.keys, entries)
 				ds.keyEnd = len(rs.keys)
 				b := rs.batch(ds.rule)
 				ds.item = len(b.req.Items)
-				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: ds.cost, Revision: pol.Revision()})
+				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: ds.cost, Charge: charge, Revision: pol.Revision()})
 			}
 		}
 		switch {
@@ -188,16 +190,23 @@ func (rs *reqState) batch(r *policy.Rule) *batch {
 	return &rs.enforced
 }
 
-// costOf is the descriptor's cost (docs/policy.md, "Cost"), or why it is
-// refused.
-func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rule, entries []policy.Entry) (int64, string) {
+// costOf is the descriptor's cost and how it is charged (docs/policy.md,
+// "Cost" and "Token budgets for LLM traffic"), or why it is refused. On a
+// post-paid rule a descriptor with its own hits_addend above 0 is a report
+// of that much; any other, whatever the request's hits_addend, a check.
+func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rule, entries []policy.Entry) (int64, store.Charge, string) {
 	for _, e := range entries {
 		if len(e.Value) > MaxValueBytes {
-			return 0, fmt.Sprintf("descriptor value of %d bytes for key %q (at most %d)", len(e.Value), e.Key, MaxValueBytes)
+			return 0, store.Prepaid, fmt.Sprintf("descriptor value of %d bytes for key %q (at most %d)", len(e.Value), e.Key, MaxValueBytes)
 		}
 	}
+	charge := store.Prepaid
 	c := uint64(r.Cost)
 	switch {
+	case r.PostPaid() && d.GetHitsAddend().GetValue() == 0:
+		return 0, store.Check, ""
+	case r.PostPaid():
+		charge, c = store.Report, d.HitsAddend.Value
 	case d.HitsAddend != nil:
 		c = d.HitsAddend.Value
 	case hitsAddend != 0:
@@ -205,23 +214,21 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 	}
 	if d.IsNegativeHits {
 		// A refund beyond capacity fills the bucket, no more.
-		return -int64(min(c, uint64(r.Version.Params.Capacity()))), ""
+		return -int64(min(c, uint64(r.Version.Params.Capacity()))), charge, ""
 	}
-	if c > uint64(r.MaxCost) {
-		return int64(min(c, math.MaxInt64)), fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
+	if charge == store.Prepaid && c > uint64(r.MaxCost) {
+		return int64(min(c, math.MaxInt64)), charge, fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
 	}
-	return int64(c), ""
+	return int64(min(c, math.MaxInt64)), charge, ""
 }
 
 // decide runs the store calls: the enforced descriptors together (check
-// only when one was refused already, so nothing is charged), then the
-// shadow ones on their own, without the request id (a replay of the id
-// answers the enforced call).
+// only when one was refused already, so nothing is charged but the
+// reports, usage already served), then the shadow ones on their own,
+// without the request id (a replay of the id answers the enforced call).
 func (rs *reqState) decide(ctx context.Context, st, local store.Store, now int64) {
 	if rs.refused {
-		for i := range rs.enforced.req.Items {
-			rs.enforced.req.Items[i].Cost = 0
-		}
+		uncharged(rs.enforced.req.Items)
 	}
 	if rs.hasID {
 		rs.enforced.req.ID = rs.id.alias()
@@ -233,6 +240,15 @@ func (rs *reqState) decide(ctx context.Context, st, local store.Store, now int64
 	rs.shadow.run(ctx, st, now)
 	if rs.enforced.err != nil && local != nil {
 		rs.decideLocal(ctx, local)
+	}
+}
+
+// uncharged makes every item but the reports cost nothing.
+func uncharged(items []store.Item) {
+	for i := range items {
+		if items[i].Charge != store.Report {
+			items[i].Cost = 0
+		}
 	}
 }
 

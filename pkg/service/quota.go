@@ -12,7 +12,9 @@ package service
 // answer too (under an id derived from the request's: nothing is charged
 // twice). A bucket drained between the two calls makes the second refuse
 // the request, never oversell. A quota descriptor refused before the store
-// (capacity 0, a cost above max_cost) counts as over the limit.
+// (capacity 0, a cost above max_cost) counts as over the limit. A report
+// (a post-paid rule's usage) refuses nothing and is charged by the first
+// call: the second charges it nothing and it keeps the first call's answer.
 
 import (
 	"context"
@@ -38,7 +40,7 @@ func (rs *reqState) decideWithoutOverQuotas(ctx context.Context, st store.Store,
 	covered := 0
 	for i := range rs.descs {
 		ds := &rs.descs[i]
-		if ds.item < 0 || ds.rule.Shadow {
+		if ds.item < 0 || ds.rule.Shadow || e.req.Items[ds.item].Charge == store.Report {
 			continue
 		}
 		switch allowed := e.results[ds.item].Allowed; {
@@ -62,7 +64,18 @@ func (rs *reqState) decideWithoutOverQuotas(ctx context.Context, st store.Store,
 		rs.quotaID = quotaRequestID(&rs.id)
 		e.req.ID = rs.quotaID.alias()
 	}
+	rs.firstResults = append(rs.firstResults[:0], e.results...)
+	for i := range e.req.Items {
+		if e.req.Items[i].Charge == store.Report {
+			e.req.Items[i].Cost = 0
+		}
+	}
 	e.run(ctx, st, now)
+	for i := range e.req.Items {
+		if e.req.Items[i].Charge == store.Report {
+			e.results[i] = rs.firstResults[i]
+		}
+	}
 }
 
 // quotaRequestID is the id of a request's second decision, derived from

@@ -28,6 +28,7 @@ type ruleInfo struct {
 	limit     *rlsv3.RateLimitResponse_RateLimit
 	capacity  float64
 	remaining prometheus.Observer
+	forgiven  prometheus.Counter             // a post-paid rule's; nil for the others
 	result    [numResults]prometheus.Counter // by Result; nil for ResultRequestID and ResultNoRule
 	// While the store fails: tokengate_store_fallbacks_total of the
 	// rule's mode, and tokengate_store_error_answers_total by answer.
@@ -72,6 +73,9 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 				info.storeErrorOK = m.StoreErrorAnswers.WithLabelValues(d, r.Name, mode, metrics.AnswerOK)
 				info.storeErrorNo = m.StoreErrorAnswers.WithLabelValues(d, r.Name, mode, metrics.AnswerOverLimit)
 			}
+			if r.PostPaid() {
+				info.forgiven = m.Forgiven.WithLabelValues(d, r.Name)
+			}
 			t.rules[r] = info
 		}
 	}
@@ -96,6 +100,9 @@ func (rs *reqState) count(t *ruleTable, domain string, descriptors []*ratelimitv
 		}
 		if v.Degraded() {
 			info.countStoreError(v.Code)
+		}
+		if v.Forgiven > 0 {
+			info.forgiven.Add(float64(v.Forgiven))
 		}
 		info.result[v.Result].Inc()
 		if info.byDescriptor && !v.Rule.Unlimited {

@@ -23,7 +23,9 @@ const (
 	ResultNoRule
 	// ResultOK: allowed and charged (an unlimited rule: allowed).
 	ResultOK
-	// ResultOverLimit: the bucket cannot cover the cost now.
+	// ResultOverLimit: the bucket cannot cover the cost now; on a
+	// post-paid rule, a check found no whole token, or a report (charged
+	// all the same) left the balance below zero.
 	ResultOverLimit
 	// ResultRefused: no wait makes it affordable (a cost above max_cost or
 	// capacity, a value too long); OVER_LIMIT with a Reason.
@@ -81,6 +83,11 @@ type Verdict struct {
 	Retry time.Duration
 	// Reason says why the descriptor can never pass as it is (ResultRefused).
 	Reason string
+	// Debt is how far below zero the bucket is after the decision, in
+	// whole tokens (a post-paid rule's reports take it there); Forgiven
+	// what of a report was beyond the rule's max_debt and not charged (0
+	// for a replayed answer, which charged nothing).
+	Debt, Forgiven int64
 
 	info    *ruleInfo // Rule's entry in the rule table; nil without a rule
 	counted bool      // Remaining is the store's answer: observed in tokengate_remaining_ratio
@@ -192,7 +199,10 @@ func (rs *reqState) answer(ds *desc, v *Verdict) {
 		return
 	}
 	r := b.results[ds.item]
-	v.Remaining, v.counted = r.Remaining, true
+	v.Remaining, v.Debt, v.counted = r.Remaining, r.Debt, true
+	if !b.out.Replayed {
+		v.Forgiven = r.Forgiven
+	}
 	switch {
 	case r.Never:
 		v.Result, v.Reason = ResultRefused, neverReason(b.req.Items[ds.item], ds.rule)

@@ -1,6 +1,29 @@
 // Package store defines how tokengate keeps bucket state: a Store decides a
 // whole request (several buckets) at once, all or nothing. Package
 // storetest is the conformance suite every implementation runs.
+//
+// # Post-paid items
+//
+// An item of a post-paid rule (charge: after_response) is a Check or a
+// Report (Charge); every other item is Prepaid. A request is decided in two
+// steps, each over its items in order (two items with one key are one
+// bucket, charged in order):
+//
+//  1. Reports are charged, first and whatever else the request holds:
+//     bucket.Params.Report, at most down to -Version.Params.MaxDebt(), the
+//     rest Forgiven. A report is usage already served; it never refuses
+//     the request and is never undone.
+//  2. The other items, its gates, are decided all or nothing on the
+//     balances the reports left, as ever: when every Prepaid cost is
+//     covered and every Check finds at least one token (bucket.Params.Check),
+//     each Prepaid item is charged; otherwise none is. A Check charges
+//     nothing.
+//
+// Result.Debt is the balance below zero after the item (whole tokens,
+// rounded up), Result.Forgiven what of a report was not charged. Every
+// number is an integer; a store that keeps state outside the process
+// (Redis) decides exactly what pkg/bucket does, and refuses with
+// ErrInvalid what it cannot decide yet.
 package store
 
 import (
@@ -41,13 +64,46 @@ type Item struct {
 	// (bucket.Version.Bring) before deciding; one already under a newer
 	// version stays there (a bucket never moves back).
 	Version *bucket.Version
-	// Cost is > 0 to consume, 0 to check only, < 0 to refund.
+	// Cost is > 0 to consume, 0 to check only, < 0 to refund; for a
+	// Report the usage it reports (< 0: a refund); 0 for a Check.
 	Cost int64
+	// Charge is how the item is charged: Prepaid (the zero value), or a
+	// post-paid rule's Check or Report (see the package comment).
+	Charge Charge
 	// Revision is the revision of the policy the request was matched
 	// under (policy.Policy.Revision). Version IDs are numbered per process,
 	// so a store shared by several processes (Redis) orders versions by
 	// revision first; an in-process store ignores it.
 	Revision int64
+}
+
+// Charge is how an item is charged.
+type Charge uint8
+
+const (
+	// Prepaid is charged before the request, if every gate of the request
+	// is covered: bucket.Params.Decide.
+	Prepaid Charge = iota
+	// Check is a post-paid rule's request-time item: covered while the
+	// bucket holds at least one token, charging nothing:
+	// bucket.Params.Check. Its Cost is 0.
+	Check
+	// Report is a post-paid rule's usage, reported once served: always
+	// charged first, never refusing the request: bucket.Params.Report.
+	Report
+	numCharges
+)
+
+// Decide is the bucket arithmetic of an item of charge c and cost on a
+// bucket of params p at now.
+func (c Charge) Decide(p bucket.Params, s bucket.State, now, cost int64) (bucket.State, bucket.Result) {
+	switch c {
+	case Check:
+		return p.Check(s, now)
+	case Report:
+		return p.Report(s, now, cost)
+	}
+	return p.Decide(s, now, cost)
 }
 
 // Request is everything one decision needs.
@@ -83,7 +139,9 @@ type Result struct {
 
 // Outcome is the answer for the whole request.
 type Outcome struct {
-	// Allowed: every item was allowed and charged. Otherwise none was.
+	// Allowed: every gate (every item but the reports) was covered and
+	// each Prepaid item charged. Otherwise none was. Reports are charged
+	// either way and do not change it.
 	Allowed bool
 	// Replayed: the answer is that of an earlier request with the same ID.
 	Replayed bool
@@ -103,8 +161,9 @@ type Ambiguous interface {
 
 // Store decides requests. Implementations must be safe for concurrent use.
 type Store interface {
-	// Decide decides all of req's items together: when every item's cost
-	// is covered each is charged, otherwise none is (refunds and checks
+	// Decide decides all of req's items together: its reports are charged
+	// first, whatever else happens; then when every other item's cost is
+	// covered each is charged, otherwise none is (refunds and checks
 	// included) and Outcome.Allowed is false. results must have room for
 	// len(req.Items); results[i] answers req.Items[i]. Two items with the
 	// same key are one bucket, charged in order. An error means nothing
@@ -113,23 +172,33 @@ type Store interface {
 }
 
 // Validate reports, wrapping ErrInvalid, a request no store decides: more
-// than MaxItems items, fewer results than items, or an item without a
-// version. Every Store calls it first, so all refuse the same requests.
+// than MaxItems items, fewer results than items, an item without a
+// version, of an unknown Charge, or a Check with a cost. Every Store calls
+// it first, so all refuse the same requests.
 func Validate(req *Request, results []Result) error {
 	if n := len(req.Items); n > MaxItems || len(results) < n {
 		return fmt.Errorf("%w: %d items (at most %d, %d results)", ErrInvalid, n, MaxItems, len(results))
 	}
 	for i := range req.Items {
-		if req.Items[i].Version == nil {
-			return fmt.Errorf("%w: item %d (%q) has no version", ErrInvalid, i, req.Items[i].Key)
+		it := &req.Items[i]
+		switch {
+		case it.Version == nil:
+			return fmt.Errorf("%w: item %d (%q) has no version", ErrInvalid, i, it.Key)
+		case it.Charge >= numCharges:
+			return fmt.Errorf("%w: item %d (%q): unknown charge %d", ErrInvalid, i, it.Key, it.Charge)
+		case it.Charge == Check && it.Cost != 0:
+			return fmt.Errorf("%w: item %d (%q): a check of cost %d (a check costs nothing)", ErrInvalid, i, it.Key, it.Cost)
 		}
 	}
 	return nil
 }
 
-// Fingerprint identifies what a request asks for, its keys and costs in
-// order, the same in every process: a repeat of a request id is replayed
-// only when its fingerprint is the first one's (MaxReplays).
+// Fingerprint identifies what a request asks for, its keys, costs and
+// charges in order, the same in every process: a repeat of a request id is
+// replayed only when its fingerprint is the first one's (MaxReplays). So a
+// report never replays the check of the same request id (Envoy sends both
+// with one x-request-id). A Prepaid item adds nothing for its charge: the
+// fingerprints of pre-paid requests are what they always were.
 func Fingerprint(items []Item) [16]byte {
 	h := sha256.New()
 	var b []byte
@@ -138,6 +207,10 @@ func Fingerprint(items []Item) [16]byte {
 		b = append(b, ':')
 		b = append(b, it.Key...)
 		b = strconv.AppendInt(b, it.Cost, 10)
+		if it.Charge != Prepaid {
+			b = append(b, '/')
+			b = strconv.AppendUint(b, uint64(it.Charge), 10)
+		}
 		b = append(b, ';')
 		h.Write(b)
 	}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
@@ -38,6 +39,9 @@ func TestValidate(t *testing.T) {
 		{"more than MaxItems", items(store.MaxItems + 1), store.MaxItems + 1, false},
 		{"fewer results than items", items(2), 1, false},
 		{"no version", []store.Item{{Key: "a", Version: v}, {Key: "b"}}, 2, false},
+		{"a check and a report", []store.Item{{Key: "a", Version: v, Charge: store.Check}, {Key: "a", Version: v, Charge: store.Report, Cost: 9}}, 2, true},
+		{"a check with a cost", []store.Item{{Key: "a", Version: v, Charge: store.Check, Cost: 1}}, 1, false},
+		{"an unknown charge", []store.Item{{Key: "a", Version: v, Charge: store.Report + 1}}, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := store.Validate(&store.Request{Items: tc.items}, make([]store.Result, tc.results))
@@ -48,5 +52,21 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("got %v, want ErrInvalid", err)
 			}
 		})
+	}
+}
+
+// TestFingerprintCharges: a report is not the check, nor the pre-paid
+// item, of the same key and cost; a pre-paid request's fingerprint is what
+// it was before charges existed.
+func TestFingerprintCharges(t *testing.T) {
+	fp := func(c store.Charge, cost int64) [16]byte {
+		return store.Fingerprint([]store.Item{{Key: "a", Cost: cost, Charge: c}})
+	}
+	if fp(store.Check, 0) == fp(store.Report, 0) || fp(store.Prepaid, 5) == fp(store.Report, 5) || fp(store.Prepaid, 0) == fp(store.Check, 0) {
+		t.Fatal("charges of one key and cost share a fingerprint")
+	}
+	// sha256("1:a5;")[:16], as every version of tokengate computes it.
+	if got := fmt.Sprintf("%x", fp(store.Prepaid, 5)); got != "172494e793b2711cf5c7c85c17245a7a" {
+		t.Fatalf("pre-paid fingerprint %s changed", got)
 	}
 }

@@ -140,7 +140,8 @@ func (s *Store) forgetRemoved() {
 	}
 }
 
-// scale returns p with capacity and rate times the share, rounded down.
+// scale returns p with capacity, rate and debt bound times the share,
+// rounded down.
 func (s *Store) scale(p bucket.Params) bucket.Params {
 	capacity := max(p.Capacity()*s.milli/1000, 1) // capacity <= 10^15, milli <= 1000: no overflow
 	r := p.Rate()
@@ -173,6 +174,9 @@ func (s *Store) scale(p bucket.Params) bucket.Params {
 		}
 	}
 	out, err := bucket.NewParams(capacity, rate)
+	if err == nil {
+		out, err = out.WithMaxDebt(p.MaxDebt() * s.milli / 1000) // <= 10^15 * 1000: no overflow
+	}
 	if err != nil {
 		return p // unreachable for valid p; keep the rule's own parameters
 	}

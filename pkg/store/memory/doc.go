@@ -17,6 +17,9 @@
 // is a hard cap: a new bucket in a full shard evicts one of a few sampled
 // buckets, preferring a full one (free) over the least recently refilled one
 // (that hands its owner a fresh burst; it is counted as an idle eviction).
+// A bucket in debt (a post-paid rule's, store.Report) is never full, so it
+// is kept like any other that holds information, and an idle eviction
+// forgives its debt with the rest.
 //
 // Request ids (idempotency) live in a separate table with its own shards,
 // each a map plus a FIFO of bounded length; the id's lock is taken before

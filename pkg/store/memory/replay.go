@@ -28,9 +28,10 @@ const replayShards = 64
 // oldest ids are forgotten early, as past Options.MaxRequestIDs. On top of
 // it each of MaxRequestIDs has an 8-byte FIFO slot, allocated up front.
 //
-// At 32 MiB the default 100,000 ids fit with up to 3 items each (240 to
-// 304 bytes an id); ids of requests with all 64 items, about 14,800.
-const MaxReplayBytes = 32 << 20
+// At 36 MiB the default 100,000 ids fit with up to 3 items each (256 to
+// 352 bytes an id, a result holding a post-paid item's debt and forgiven
+// tokens); ids of requests with all 64 items, about 11,500.
+const MaxReplayBytes = 36 << 20
 
 // Memory one remembered id holds, for the byte bound (entryBytes).
 const (

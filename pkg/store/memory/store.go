@@ -97,14 +97,24 @@ func New(opts Options) *Store {
 
 // work is the in-flight decision for one item.
 type work struct {
-	h        keyHash
-	shard    uint32
-	dupOf    int16           // index of the first item with the same key, or -1
-	last     int16           // for a first item: index of the last item with its key
-	stored   *slot           // the bucket's slot, nil for a new bucket
-	version  *bucket.Version // the version the bucket is decided under
-	refilled bucket.State    // brought forward and refilled, nothing charged
-	after    bucket.State    // after this item's decision
+	h       keyHash
+	shard   uint32
+	dupOf   int16           // index of the first item with the same key, or -1
+	stored  *slot           // the bucket's slot, nil for a new bucket
+	version *bucket.Version // the version the bucket is decided under
+	// For the first item of a key: base is the bucket brought forward,
+	// refilled and charged the request's reports (what is written when a
+	// gate refuses), cur is base with the gates decided so far.
+	base, cur bucket.State
+	after     bucket.State // after this item's decision
+}
+
+// first is the work of the first item with item i's key.
+func first(ws []work, i int) *work {
+	if d := ws[i].dupOf; d >= 0 {
+		return &ws[d]
+	}
+	return &ws[i]
 }
 
 // Decide implements store.Store.
@@ -134,20 +144,31 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 		s.lock(&s.shards[i])
 	}
 
-	allowed := true
+	// Reports first (store.Store), whatever the gates say.
 	for i := range req.Items {
 		w := &ws[i]
 		item := &req.Items[i]
-		var r bucket.Result
 		if w.dupOf < 0 {
-			w.version, w.refilled, w.stored = s.shards[w.shard].load(w.h, item.Version, req.Now)
-			w.after = w.refilled
-		} else {
-			first := &ws[w.dupOf]
-			w.version, w.refilled, w.after = first.version, first.refilled, ws[first.last].after
-			first.last = int16(i)
+			w.version, w.base, w.stored = s.shards[w.shard].load(w.h, item.Version, req.Now)
+			w.cur = w.base
 		}
-		w.after, r = w.version.Params.Decide(w.after, req.Now, item.Cost)
+		f := first(ws, i)
+		w.version = f.version
+		if item.Charge == store.Report {
+			f.base, results[i].Result = f.version.Params.Report(f.base, req.Now, item.Cost)
+			f.cur, w.after = f.base, f.base
+		}
+	}
+	allowed := true
+	for i := range req.Items {
+		item := &req.Items[i]
+		if item.Charge == store.Report {
+			continue
+		}
+		f := first(ws, i)
+		var r bucket.Result
+		f.cur, r = item.Charge.Decide(f.version.Params, f.cur, req.Now, item.Cost)
+		ws[i].after = f.cur
 		allowed = allowed && r.Allowed
 		results[i].Result = r
 	}
@@ -157,13 +178,13 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 	}
 	for i := range req.Items {
 		w := &ws[i]
-		if !allowed && !results[i].Never {
-			// Nothing was charged: report the uncharged balance.
-			results[i].Remaining = w.refilled.Tokens
-		}
 		st := w.after
-		if !allowed {
-			st = w.refilled
+		if !allowed && req.Items[i].Charge != store.Report {
+			// No gate was charged: report the balance without them.
+			st = first(ws, i).base
+			if !results[i].Never {
+				results[i].Remaining, results[i].Debt = st.Remaining(), st.Debt()
+			}
 		}
 		results[i].ResetAfter = w.version.Params.UntilFull(st, req.Now)
 	}
@@ -171,9 +192,9 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 }
 
 // write stores each bucket's final state: charged when the request is
-// allowed, only refilled when not. Stored buckets are written first, through
-// the slots load found; only then are new ones inserted, since an insert
-// may move the slots of its shard.
+// allowed, only refilled and reported when not. Stored buckets are written
+// first, through the slots load found; only then are new ones inserted,
+// since an insert may move the slots of its shard.
 func (s *Store) write(ws []work, allowed bool, now int64) {
 	for _, inserting := range [2]bool{false, true} {
 		for i := range ws {
@@ -181,9 +202,9 @@ func (s *Store) write(ws []work, allowed bool, now int64) {
 			if w.dupOf >= 0 || (w.stored == nil) != inserting {
 				continue
 			}
-			final := w.refilled
+			final := w.base
 			if allowed {
-				final = ws[w.last].after
+				final = w.cur
 			}
 			s.shards[w.shard].put(w.h, w.stored, final, w.version, s.commit(ws, now))
 		}
@@ -202,15 +223,17 @@ func (s *Store) decideOne(req *store.Request, results []store.Result) store.Outc
 	w.shard = uint32(w.h.a & s.mask)
 	sh := &s.shards[w.shard]
 	s.lock(sh)
-	w.version, w.refilled, w.stored = sh.load(w.h, it.Version, req.Now)
-	final, r := w.version.Params.Decide(w.refilled, req.Now, it.Cost)
-	if !r.Allowed {
-		final = w.refilled
+	w.version, w.base, w.stored = sh.load(w.h, it.Version, req.Now)
+	final, r := it.Charge.Decide(w.version.Params, w.base, req.Now, it.Cost)
+	report := it.Charge == store.Report
+	if !r.Allowed && !report {
+		final = w.base
 	}
 	sh.put(w.h, w.stored, final, w.version, s.commit(nil, req.Now))
 	sh.mu.Unlock()
 	results[0] = store.Result{Result: r, ResetAfter: w.version.Params.UntilFull(final, req.Now)}
-	return store.Outcome{Allowed: r.Allowed}
+	// A report is no gate: alone, nothing refuses the request.
+	return store.Outcome{Allowed: r.Allowed || report}
 }
 
 // keyHash identifies a bucket: a 128-bit hash of its key under two random
@@ -228,7 +251,7 @@ func (s *Store) hash(key string) keyHash {
 func (s *Store) plan(items []store.Item, ws []work) []work {
 	for i := range items {
 		h := s.hash(items[i].Key)
-		w := work{h: h, shard: uint32(h.a & s.mask), dupOf: -1, last: int16(i)}
+		w := work{h: h, shard: uint32(h.a & s.mask), dupOf: -1}
 		for j := range i {
 			if ws[j].dupOf < 0 && ws[j].h == h {
 				w.dupOf = int16(j)

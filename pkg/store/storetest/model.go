@@ -26,44 +26,62 @@ type model struct {
 	forgot  int64
 }
 
-// decide is the specification of Store.Decide.
+// decide is the specification of Store.Decide: reports first, then the
+// gates (every other item) all or nothing.
 func (m *model) decide(req *store.Request) (bool, []store.Result) {
 	type work struct {
-		v        *bucket.Version
-		refilled bucket.State
-		cur      bucket.State
+		v    *bucket.Version
+		base bucket.State // brought forward, refilled and reported
+		cur  bucket.State // and the gates decided so far
 	}
 	ws := map[string]*work{}
 	res := make([]store.Result, len(req.Items))
-	allowed := true
 	for i, it := range req.Items {
 		w, ok := ws[it.Key]
 		if !ok {
-			w = &work{v: it.Version, refilled: it.Version.Params.Full(max(req.Now, m.forgot))}
+			w = &work{v: it.Version, base: it.Version.Params.Full(max(req.Now, m.forgot))}
 			if b, ok := m.buckets[it.Key]; ok {
 				if b.v.ID > w.v.ID {
 					w.v = b.v
 				}
-				w.refilled = w.v.Params.Refill(w.v.Bring(b.s, b.v), req.Now)
+				w.base = w.v.Params.Refill(w.v.Bring(b.s, b.v), req.Now)
 			}
-			w.cur = w.refilled
 			ws[it.Key] = w
 		}
-		w.cur, res[i].Result = w.v.Params.Decide(w.cur, req.Now, it.Cost)
+		if it.Charge == store.Report {
+			w.base, res[i].Result = w.v.Params.Report(w.base, req.Now, it.Cost)
+			res[i].ResetAfter = w.v.Params.UntilFull(w.base, req.Now)
+		}
+	}
+	for _, w := range ws {
+		w.cur = w.base
+	}
+	allowed := true
+	for i, it := range req.Items {
+		w := ws[it.Key]
+		switch it.Charge {
+		case store.Report:
+			continue
+		case store.Check:
+			w.cur, res[i].Result = w.v.Params.Check(w.cur, req.Now)
+		default:
+			w.cur, res[i].Result = w.v.Params.Decide(w.cur, req.Now, it.Cost)
+		}
 		res[i].ResetAfter = w.v.Params.UntilFull(w.cur, req.Now)
 		allowed = allowed && res[i].Allowed
 	}
 	for i, it := range req.Items {
 		w := ws[it.Key]
-		if !allowed {
-			if !res[i].Never {
-				res[i].Remaining = w.refilled.Tokens
-			}
-			res[i].ResetAfter = w.v.Params.UntilFull(w.refilled, req.Now)
+		if allowed || it.Charge == store.Report {
+			continue
 		}
+		if !res[i].Never {
+			res[i].Remaining, res[i].Debt = w.base.Remaining(), w.base.Debt()
+		}
+		res[i].ResetAfter = w.v.Params.UntilFull(w.base, req.Now)
 	}
 	for k, w := range ws {
-		st := w.refilled
+		st := w.base
 		if allowed {
 			st = w.cur
 		}
@@ -78,7 +96,9 @@ func (m *model) decide(req *store.Request) (bool, []store.Result) {
 
 // testModel runs random requests, version changes, stale policies and clock
 // steps (backwards too) against decideModel: every answer must be equal.
-func testModel(t *testing.T, newStore Factory) {
+// With postPaid, rule versions have debt bounds and items are checks and
+// reports as well as pre-paid.
+func testModel(t *testing.T, newStore Factory, postPaid bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := newStore(t)
 		rules := []*bucket.Version{Version(t, 1, 5, "2/s"), Version(t, 2, 40, "7/3s")}
@@ -94,8 +114,12 @@ func testModel(t *testing.T, newStore Factory) {
 				capacity := rapid.Int64Range(1, 50).Draw(rt, "capacity")
 				rate := rapid.SampledFrom([]string{"1/s", "3/s", "5/2s", "100/m"}).Draw(rt, "rate")
 				mode := bucket.ResizeMode(rapid.IntRange(0, 1).Draw(rt, "mode"))
+				p := Params(t, capacity, rate)
+				if postPaid {
+					p, _ = p.WithMaxDebt(rapid.SampledFrom([]int64{0, 0, 1, 7, 60}).Draw(rt, "debt"))
+				}
 				stale[r] = rules[r]
-				rules[r] = rules[r].Next(nextID, Params(t, capacity, rate), now, mode)
+				rules[r] = rules[r].Next(nextID, p, now, mode)
 				rules[r].Lineage().Publish(rules[r])
 				nextID++
 				continue
@@ -107,8 +131,17 @@ func testModel(t *testing.T, newStore Factory) {
 				if rapid.IntRange(0, 5).Draw(rt, "stale") == 0 {
 					v = stale[k/2]
 				}
-				cost := rapid.Int64Range(-2, v.Params.Capacity()+1).Draw(rt, "cost")
-				req.Items = append(req.Items, store.Item{Key: keys[k], Version: v, Cost: cost})
+				it := store.Item{Key: keys[k], Version: v}
+				if postPaid {
+					it.Charge = store.Charge(rapid.IntRange(0, 2).Draw(rt, "charge"))
+				}
+				switch it.Charge {
+				case store.Prepaid:
+					it.Cost = rapid.Int64Range(-2, v.Params.Capacity()+1).Draw(rt, "cost")
+				case store.Report:
+					it.Cost = rapid.Int64Range(-2, 3*v.Params.Capacity()).Draw(rt, "report")
+				}
+				req.Items = append(req.Items, it)
 			}
 			wantAllowed, want := m.decide(req)
 			out, got := call(t, s, req.Now, "", req.Items...)

@@ -1,7 +1,11 @@
 // Package storetest is the conformance suite every store.Store runs: Run
 // checks the contract of store.Store (all-or-nothing, duplicates, versions,
-// replays, bad requests, concurrency) and a rapid state machine against a
-// simple model built on pkg/bucket.
+// replays, bad requests, post-paid items, concurrency) and a rapid state
+// machine against a simple model built on pkg/bucket.
+//
+// A store that does not implement a part of the contract yet says so
+// (Options.Lacks): the tests of that part are skipped, each saying why, and
+// the suite checks instead that the store refuses it with store.ErrInvalid.
 package storetest
 
 import (
@@ -18,8 +22,30 @@ import (
 // Request.Now instants, so the store must decide at Request.Now.
 type Factory func(t *testing.T) store.Store
 
-// Run runs the whole suite against stores from newStore.
-func Run(t *testing.T, newStore Factory) {
+// Capability is a part of the contract that a store may lack for now.
+type Capability uint8
+
+const (
+	// PostPaid is deciding Check and Report items (store.Charge).
+	PostPaid Capability = 1 << iota
+)
+
+// Options say what the suite holds a store to; the zero Options hold it to
+// the whole contract.
+type Options struct {
+	// Lacks are the capabilities the store does not have yet: their tests
+	// are skipped, saying so, and their requests must be refused with
+	// store.ErrInvalid, changing nothing.
+	Lacks Capability
+}
+
+// Run runs the whole suite against stores from newStore; opts (at most
+// one is meant; several are merged) say what the store lacks.
+func Run(t *testing.T, newStore Factory, opts ...Options) {
+	var o Options
+	for _, x := range opts {
+		o.Lacks |= x.Lacks
+	}
 	t.Run("burst then refill", func(t *testing.T) { testBurstThenRefill(t, newStore(t)) })
 	t.Run("all or nothing", func(t *testing.T) { testAllOrNothing(t, newStore(t)) })
 	t.Run("never affordable", func(t *testing.T) { testNeverAffordable(t, newStore(t)) })
@@ -30,7 +56,8 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("replay", func(t *testing.T) { testReplay(t, newStore(t)) })
 	t.Run("invalid", func(t *testing.T) { testInvalid(t, newStore(t)) })
 	t.Run("concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
-	t.Run("model", func(t *testing.T) { testModel(t, newStore) })
+	runPostPaid(t, newStore, o.Lacks&PostPaid == 0)
+	t.Run("model", func(t *testing.T) { testModel(t, newStore, o.Lacks&PostPaid == 0) })
 }
 
 const sec = int64(time.Second)
