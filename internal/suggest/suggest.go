@@ -4,7 +4,10 @@
 // concurrent use.
 package suggest
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // MaxEdits is how far a guess may be from the name: a typo or two (a
 // letter added, dropped, changed, or two neighbours swapped, each one edit).
@@ -31,6 +34,16 @@ func Hint(name string, candidates []string) string {
 		return fmt.Sprintf(" (did you mean %s?)", c)
 	}
 	return ""
+}
+
+// OrKnown is Hint, or " (known: A, B, …)" listing every candidate when
+// none is near: for a short, closed set of names (fields, actions) that
+// the user may not know.
+func OrKnown(name string, candidates []string) string {
+	if h := Hint(name, candidates); h != "" {
+		return h
+	}
+	return " (known: " + strings.Join(candidates, ", ") + ")"
 }
 
 // distance is the optimal string alignment distance of a and b, in bytes:

@@ -42,6 +42,16 @@ func TestHint(t *testing.T) {
 	}
 }
 
+func TestOrKnown(t *testing.T) {
+	known := []string{"capacity", "refill"}
+	if got := OrKnown("capacityy", known); got != " (did you mean capacity?)" {
+		t.Errorf("OrKnown near = %q", got)
+	}
+	if got := OrKnown("burst", known); got != " (known: capacity, refill)" {
+		t.Errorf("OrKnown of nothing near = %q", got)
+	}
+}
+
 func TestDistance(t *testing.T) {
 	for _, tc := range []struct {
 		a, b string
