@@ -137,6 +137,7 @@ func TestParseErrors(t *testing.T) {
 		{"capacity float", rule("      match: [{key: a}]\n      capacity: 1.5\n      refill: 1/s\n"), `capacity: want a whole number, got "1.5"`},
 		{"missing capacity", rule("      match: [{key: a}]\n      refill: 1/s\n"), `policy.yaml:3: domain "edge" rule "r": capacity: missing`},
 		{"missing refill", rule("      match: [{key: a}]\n      capacity: 1\n"), `refill: missing`},
+		{"fractional refill", rule("      match: [{key: a}]\n      capacity: 1\n      refill: 0.5/s\n"), `policy.yaml:6: domain "edge" rule "r": refill: rate "0.5/s": tokens "0.5" is not a whole number; write 1/2s`},
 		{"bad refill unit", rule("      match: [{key: a}]\n      capacity: 1\n      refill: 10/q\n"), `policy.yaml:6: domain "edge" rule "r": refill: rate "10/q": period must be`},
 		{"zero refill", rule("      match: [{key: a}]\n      capacity: 1\n      refill: 0/s\n"), `refill: rate "0/s": rate tokens 0 out of range`},
 		{"refill beyond range", rule("      match: [{key: a}]\n      capacity: 1\n      refill: 1/367d\n"), `refill: rate "1/367d"`},
