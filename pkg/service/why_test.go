@@ -269,8 +269,8 @@ func TestDecisionLogClipsDomain(t *testing.T) {
 	}
 }
 
-// TestDecisionLogDegraded: a degraded answer is logged at info whatever it
-// answered.
+// TestDecisionLogDegraded: a degraded answer is logged at info as one,
+// whatever it answered: on_store_error deny too, which reached no limit.
 func TestDecisionLogDegraded(t *testing.T) {
 	c := &capture{level: slog.LevelInfo}
 	f := newFixtureWith(t, localPolicy, func(*clock.Fake) store.Store { return &switchable{fail: true} }, func(o *Options) {
@@ -281,7 +281,8 @@ func TestDecisionLogDegraded(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.take()
-	if len(got) != 2 || got[0]["msg"] != MsgDegraded || got[0][MetaDegraded] != "true" || got[1]["msg"] != MsgLimited || got[1][MetaRule] != "strict" {
+	if len(got) != 2 || got[0]["msg"] != MsgDegraded || got[0][MetaDegraded] != "true" || got[0]["code"] != "OK" ||
+		got[1]["msg"] != MsgDegraded || got[1][MetaRule] != "strict" || got[1]["code"] != "OVER_LIMIT" || got[1][MetaDegraded] != "true" {
 		t.Fatalf("allow and deny while the store fails: %v", got)
 	}
 }
