@@ -49,7 +49,7 @@ type batch struct {
 type desc struct {
 	rule     *policy.Rule // nil: no rule matched
 	isID     bool         // the request-id descriptor
-	item     int          // index in its batch, -1 when it has no bucket
+	item     int          // index in its batch, -1 when it has no bucket (or is refused unchecked)
 	replaced bool         // another rule replaces its rule, or it is not_limited
 	// quotaOver: a quota descriptor over the limit while another is not;
 	// it is charged nothing and answers OVER_LIMIT for itself (quota.go).
@@ -103,13 +103,18 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 		default:
 			entries := rs.entriesOf(d)
 			ds.cost, ds.refusal = costOf(d, hits, ds.rule, entries)
-			if ds.refusal == "" {
+			// A cost above max_cost is refused, and its bucket checked
+			// at cost 0, so that its verdict says what the bucket holds.
+			if cost := ds.cost; ds.refusal == "" || cost > ds.rule.MaxCost {
+				if ds.refusal != "" {
+					cost = 0
+				}
 				ds.keyStart = len(rs.keys)
 				rs.keys = ds.rule.AppendKey(rs.keys, entries)
 				ds.keyEnd = len(rs.keys)
 				b := rs.batch(ds.rule)
 				ds.item = len(b.req.Items)
-				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: ds.cost, Revision: pol.Revision()})
+				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost, Revision: pol.Revision()})
 			}
 		}
 		switch {

@@ -38,8 +38,8 @@ func (rs *reqState) decideWithoutOverQuotas(ctx context.Context, st store.Store,
 	covered := 0
 	for i := range rs.descs {
 		ds := &rs.descs[i]
-		if ds.item < 0 || ds.rule.Shadow {
-			continue
+		if ds.item < 0 || ds.rule.Shadow || ds.refusal != "" {
+			continue // a refusal's bucket is only checked: it covers nothing
 		}
 		switch allowed := e.results[ds.item].Allowed; {
 		case !ds.isQuota() && !allowed:

@@ -66,8 +66,9 @@ type Verdict struct {
 	// refund); 0 without a bucket.
 	Cost int64
 	// Remaining are the whole tokens the store (or, while it fails, the
-	// local budget) says are left; 0 without an answer, 2^32-1 for an
-	// unlimited rule (as envoyproxy/ratelimit answers).
+	// local budget) says are left, a cost above max_cost's bucket's too;
+	// 0 without an answer, 2^32-1 for an unlimited rule (as
+	// envoyproxy/ratelimit answers).
 	Remaining int64
 	// Reset is the time until the bucket is full when allowed, the wait
 	// rounded up to whole seconds when denied; HasReset is false when no
@@ -179,6 +180,9 @@ func (rs *reqState) answer(ds *desc, v *Verdict) {
 	switch {
 	case ds.refusal != "":
 		v.Result, v.Reason = ResultRefused, ds.refusal
+		if ds.item >= 0 && b.err == nil {
+			v.Remaining = b.results[ds.item].Remaining // checked at cost 0 (plan)
+		}
 		return
 	case b.err != nil:
 		v.Result = ResultStoreError

@@ -109,8 +109,8 @@ func TestDynamicMetadataBounded(t *testing.T) {
 	}
 }
 
-// TestDynamicMetadataRefusedAndDegraded: a refusal says its reason; a
-// degraded answer that allowed says so, with the rule's on_store_error
+// TestDynamicMetadataRefusedAndDegraded: a refusal says its reason, and
+// what its bucket holds; a degraded answer that allowed says so, with the rule's on_store_error
 // result, though the request went through.
 func TestDynamicMetadataRefusedAndDegraded(t *testing.T) {
 	f := newFixture(t, nil)
@@ -121,8 +121,8 @@ func TestDynamicMetadataRefusedAndDegraded(t *testing.T) {
 		md[MetaCost].GetNumberValue() != 11 || md[MetaRetryAfter].GetNumberValue() != 0 {
 		t.Fatalf("refused: %v", md)
 	}
-	if _, ok := md[MetaKey]; ok {
-		t.Fatalf("a descriptor refused before the store has no bucket key: %v", md)
+	if md[MetaKey].GetStringValue() == "" || md[MetaRemaining].GetNumberValue() != 20 {
+		t.Fatalf("a cost above max_cost: its bucket's key and the 20 tokens it holds (checked at cost 0): %v", md)
 	}
 
 	svc, flaky, _ := flakyService(t, "local.yaml", localPolicy)
@@ -252,6 +252,24 @@ func TestDecisionLogDebug(t *testing.T) {
 	}
 	if levels != "DDII" {
 		t.Fatalf("levels %q, want 2 debug lines (the budget) and both refusals at info: %v", levels, got)
+	}
+}
+
+// TestDecisionLogRefusedRemaining: a cost above max_cost is logged with
+// the tokens its bucket holds, not 0, and nothing is charged.
+func TestDecisionLogRefusedRemaining(t *testing.T) {
+	f, c := decisionLogFixture(t, slog.LevelInfo, 10)
+	up := descr("user_id", "kai", "path", "/upload/a") // capacity 20, max_cost 10
+	f.call(t, 11, up)
+	f.call(t, 11, up)
+	got := c.take()
+	if len(got) != 2 {
+		t.Fatalf("lines %v, want 2", got)
+	}
+	for _, l := range got {
+		if l[MetaResult] != "refused" || l[MetaRemaining] != "20" || len(l[MetaKey]) != KeyHashLength {
+			t.Errorf("refused, 20 remaining, its key: %v", l)
+		}
 	}
 }
 
