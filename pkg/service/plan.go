@@ -50,7 +50,8 @@ type desc struct {
 	rule     *policy.Rule // nil: no rule matched
 	isID     bool         // the request-id descriptor
 	item     int          // index in its batch, -1 when it has no bucket (or is refused unchecked)
-	replaced bool         // another rule replaces its rule, or it is not_limited
+	replaced bool         // another rule of the request replaces its rule
+	dropped  bool         // answered as no rule: replaced, or its rule is not_limited
 	// quotaOver: a quota descriptor over the limit while another is not;
 	// it is charged nothing and answers OVER_LIMIT for itself (quota.go).
 	quotaOver bool
@@ -165,18 +166,18 @@ func (rs *reqState) dropReplaced() {
 		switch {
 		case r == nil:
 		case r.NotLimited:
-			ds.replaced = true
+			ds.dropped = true
 		case replacing && !r.Unlimited && r.Limit.Name != "":
 			for j := range rs.descs {
 				if o := rs.descs[j].rule; o != nil && slices.Contains(o.Replaces, r.Limit.Name) {
-					ds.replaced = true
+					ds.replaced, ds.dropped = true, true
 					break
 				}
 			}
 		}
 	}
 	for i := range rs.descs {
-		if rs.descs[i].replaced {
+		if rs.descs[i].dropped {
 			rs.descs[i].rule = nil
 		}
 	}

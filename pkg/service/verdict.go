@@ -33,6 +33,9 @@ const (
 	// ResultStoreError: the store failed and the rule's on_store_error
 	// answered (Degraded).
 	ResultStoreError
+	// ResultReplaced: the rule it matched is one that another descriptor's
+	// rule replaces; OK as if no rule matched, nothing consumed.
+	ResultReplaced
 	numResults
 )
 
@@ -44,6 +47,7 @@ var resultLabels = [numResults]string{
 	ResultRefused:         metrics.ResultRefused,
 	ResultShadowOverLimit: metrics.ResultShadowOverLimit,
 	ResultStoreError:      metrics.ResultStoreError,
+	ResultReplaced:        metrics.ResultReplaced,
 }
 
 // String is the result's metric label ("" for ResultRequestID).
@@ -53,8 +57,8 @@ func (r Result) String() string { return resultLabels[r] }
 // status and headers, the front doors' headers, the dynamic metadata, the
 // decision log, the span and the metrics are all written from it.
 type Verdict struct {
-	// Rule is the rule the descriptor matched; nil for ResultNoRule and
-	// ResultRequestID.
+	// Rule is the rule the descriptor matched; nil for ResultNoRule,
+	// ResultReplaced and ResultRequestID.
 	Rule   *policy.Rule
 	Result Result
 	// Code is the descriptor's answer: OVER_LIMIT for an enforced rule
@@ -138,6 +142,9 @@ func (rs *reqState) verdict(i int, t *ruleTable) Verdict {
 	switch {
 	case ds.isID:
 		v.Result = ResultRequestID
+		return v
+	case ds.rule == nil && ds.replaced:
+		v.Result = ResultReplaced
 		return v
 	case ds.rule == nil:
 		v.Result = ResultNoRule

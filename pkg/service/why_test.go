@@ -11,6 +11,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
@@ -362,5 +364,33 @@ func TestSpan(t *testing.T) {
 	}
 	if st := spans[1].Status(); st.Code != otelcodes.Error || len(spans[1].Events()) != 1 {
 		t.Errorf("store failure: status %v, events %v", st, spans[1].Events())
+	}
+}
+
+// TestReplacedResult: a descriptor whose rule another of the request
+// replaces is answered as no rule, but said to be replaced: in the
+// decision log and in tokengate_decisions_total; a not_limited one, and
+// one no rule matched, stay no_rule.
+func TestReplacedResult(t *testing.T) {
+	c := &capture{level: slog.LevelDebug}
+	f := newFixtureWith(t, `domains:
+  edge:
+    - {name: per-user, match: [{key: user}], capacity: 5, refill: 5/m}
+    - {name: vip, match: [{key: tier, value: vip}], capacity: 9, refill: 9/m, replaces: [per-user]}
+    - {name: free, match: [{key: path}], not_limited: true}
+`, memoryStore, func(o *Options) { o.DecisionLog = DecisionLog{Logger: slog.New(c)} })
+	f.call(t, 0, descr("user", "a"), descr("tier", "vip"), descr("path", "/p"), descr("other", "x"))
+	got := c.take()
+	var results []string
+	for _, l := range got {
+		results = append(results, l[MetaResult])
+	}
+	if strings.Join(results, " ") != "replaced ok no_rule no_rule" {
+		t.Fatalf("results %q, want replaced ok no_rule no_rule: %v", results, got)
+	}
+	for res, want := range map[string]float64{metrics.ResultReplaced: 1, metrics.ResultNoRule: 2} {
+		if n := testutil.ToFloat64(f.m.Decisions.WithLabelValues("edge", "", res)); n != want {
+			t.Errorf("tokengate_decisions_total{domain=edge,rule=\"\",result=%s} = %v, want %v", res, n, want)
+		}
 	}
 }
