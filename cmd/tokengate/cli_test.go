@@ -73,10 +73,15 @@ func TestCLIErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"frobnicate"}, "unknown command \"frobnicate\"\n\n"},
+		{[]string{"valdate", "x.yaml"}, `unknown command "valdate" (did you mean validate?)`},
 		{[]string{"help", "frobnicate"}, `help: unknown command "frobnicate"`},
+		{[]string{"help", "simulat"}, `help: unknown command "simulat" (did you mean simulate?)`},
 		{[]string{"serve", "--no-such-flag"}, "serve: unknown flag: --no-such-flag (tokengate serve --help lists the flags)"},
 		{[]string{"validate", "--strict", "x.yaml"}, "validate: unknown flag: --strict"},
+		{[]string{"serve", "--polciy", "p.yaml"}, "serve: unknown flag: --polciy (did you mean --policy?)\n"},
+		{[]string{"explain", "--domian", "edge"}, "explain: unknown flag: --domian (did you mean --domain?)\n"},
+		{[]string{"serve", "-Q"}, "serve: unknown shorthand flag: 'Q' in -Q (tokengate serve --help lists the flags)"},
 		{[]string{"validate"}, "usage: tokengate validate FILE"},
 		{[]string{"version", "extra"}, "version takes no arguments"},
 	} {

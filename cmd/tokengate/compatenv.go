@@ -256,6 +256,9 @@ func compatRedis(e *compatEnv) []assignment {
 		e.fail("REDIS_SOCKET_TYPE=%q: want unix or tcp", socket)
 	case socket == "unix" && typ != "single":
 		e.fail("REDIS_SOCKET_TYPE=unix with REDIS_TYPE=%s: tokengate reaches Sentinel and Cluster nodes over TCP only", e.get("REDIS_TYPE"))
+	case socket == "unix" && (strings.Contains(url, "://") || strings.Contains(url, ":") && !strings.Contains(url, "/")):
+		// unix://host:port would fail only at the dial, as "missing address".
+		e.fail("REDIS_SOCKET_TYPE=unix (its default) with REDIS_URL=%q, which is no socket path: set REDIS_SOCKET_TYPE=tcp for a host:port or redis:// URL, or REDIS_URL to the socket's path", url)
 	case socket == "unix":
 		set("redis-url", "unix://"+url, "REDIS_SOCKET_TYPE, REDIS_URL")
 	case typ == "single" && strings.Contains(url, "://"):

@@ -28,6 +28,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/pflag"
+
+	"github.com/tokengate/tokengate/internal/suggest"
 )
 
 // command is one subcommand of tokengate.
@@ -82,7 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := lookup(name)
 	if !ok {
-		fmt.Fprintf(stderr, "tokengate: unknown command %q\n\n", name)
+		fmt.Fprintf(stderr, "tokengate: unknown command %q%s\n\n", name, suggest.Hint(name, commandNames()))
 		writeUsage(stderr)
 		return 1
 	}
@@ -110,7 +112,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if _, ok := lookup(args[0]); !ok {
-		fmt.Fprintf(stderr, "tokengate: help: unknown command %q\n\n", args[0])
+		fmt.Fprintf(stderr, "tokengate: help: unknown command %q%s\n\n", args[0], suggest.Hint(args[0], commandNames()))
 		writeUsage(stderr)
 		return 1
 	}
@@ -124,6 +126,15 @@ func lookup(name string) (command, bool) {
 		}
 	}
 	return command{}, false
+}
+
+// commandNames are the names run dispatches, help's among them.
+func commandNames() []string {
+	names := []string{"help"}
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	return names
 }
 
 // writeUsage lists the commands.
@@ -171,15 +182,24 @@ func withNotes(err error, notes string) error {
 }
 
 // parseFlags parses args into fs, quietly: -h or --help is a helpError,
-// and a bad flag an error that says where the flags are listed.
+// an unknown flag near one of fs's an error that names that one, and any
+// other bad flag an error that says where the flags are listed.
 func parseFlags(fs *pflag.FlagSet, args []string) error {
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return helpError{flags: fs}
+	err := fs.Parse(args)
+	var unknown *pflag.NotExistError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pflag.ErrHelp):
+		return helpError{flags: fs}
+	case errors.As(err, &unknown) && unknown.GetSpecifiedShortnames() == "":
+		var names []string
+		fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+		if near, ok := suggest.Nearest(unknown.GetSpecifiedName(), names); ok {
+			return fmt.Errorf("%s: %w (did you mean --%s?)", fs.Name(), err, near)
 		}
-		return fmt.Errorf("%s: %w (tokengate %s --help lists the flags)", fs.Name(), err, fs.Name())
 	}
-	return nil
+	return fmt.Errorf("%s: %w (tokengate %s --help lists the flags)", fs.Name(), err, fs.Name())
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tokengate/tokengate/internal/suggest"
 	"github.com/tokengate/tokengate/pkg/server"
 	"github.com/tokengate/tokengate/pkg/service"
 )
@@ -197,7 +198,7 @@ func fromEnvironment(env []string, b boundSettings, given map[string]bool) []err
 		}
 		name, ok := byEnv[key]
 		if !ok {
-			errs = append(errs, fmt.Errorf("environment variable %s: no such setting%s (tokengate serve --help lists them)", key, suggest(strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(key, "TOKENGATE_"), "_", "-")), envName)))
+			errs = append(errs, fmt.Errorf("environment variable %s: no such setting%s (tokengate serve --help lists them)", key, suggest.Hint(key, settingNames(fromEnv, envName))))
 			continue
 		}
 		if val == "" || given[name] {
@@ -215,7 +216,8 @@ func fromEnvironment(env []string, b boundSettings, given map[string]bool) []err
 
 // fromSettingsFile sets every key of the settings file path whose setting no flag
 // or variable gave. An unknown key, one given twice, or a value that does
-// not parse, is an error with the file, the key's line and the value.
+// not parse, is an error with the file, the key's line and the value; every
+// such key is one error, so one start reports them all.
 func fromSettingsFile(path string, b boundSettings, given map[string]bool) []error {
 	entries, err := readSettingsFile(path)
 	if err != nil {
@@ -227,8 +229,11 @@ func fromSettingsFile(path string, b boundSettings, given map[string]bool) []err
 		at := fmt.Sprintf("settings file %s:%d: %s", path, e.line, e.key)
 		st, f, ok := b.lookup(e.key)
 		switch {
+		case e.dotted:
+			errs = append(errs, fmt.Errorf("%s: a dotted key: settings are top-level keys", at))
+			continue
 		case !ok:
-			errs = append(errs, fmt.Errorf("%s: unknown key%s", at, suggest(e.key, func(n string) string { return n })))
+			errs = append(errs, fmt.Errorf("%s: unknown key%s", at, suggest.Hint(e.key, settingNames(fromFile, func(n string) string { return n }))))
 			continue
 		case st.from&fromFile == 0:
 			errs = append(errs, fmt.Errorf("%s: not a settings file key (a flag or %s)", at, envName(st.name)))
@@ -252,40 +257,16 @@ func fromSettingsFile(path string, b boundSettings, given map[string]bool) []err
 	return errs
 }
 
-// suggest is ` (did you mean X?)` for the setting whose name is nearest to
-// name, shown as show(name), or "" when none is near.
-func suggest(name string, show func(string) string) string {
-	best, dist := "", 3 // at most two edits away
+// settingNames are the names of the settings that may come from, each
+// shown by show (a settings-file key as it is, a variable by envName).
+func settingNames(from source, show func(string) string) []string {
+	var names []string
 	for _, st := range settingsTable {
-		if d := editDistance(name, st.name); d < dist {
-			best, dist = st.name, d
+		if st.from&from != 0 {
+			names = append(names, show(st.name))
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %s?)", show(best))
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return names
 }
 
 // wants describes the values a flag takes.

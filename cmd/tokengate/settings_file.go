@@ -12,11 +12,13 @@ import (
 
 // fileEntry is one key of a settings file, with its line. A value that is
 // not one scalar (a list, a table) has err set instead of value; null (an
-// empty YAML value) is unset, as an empty environment variable is.
+// empty YAML value) is unset, as an empty environment variable is. A
+// TOML dotted key (redis.addr) is dotted, and no setting.
 type fileEntry struct {
 	key, value string
 	line       int
 	null       bool
+	dotted     bool
 	err        string
 }
 
@@ -91,10 +93,7 @@ func tomlEntries(path string, data []byte) ([]fileEntry, error) {
 		e := fileEntry{key: string(keys.Node().Data), line: p.Shape(keys.Node().Raw).Start.Line}
 		for keys.Next() {
 			e.key += "." + string(keys.Node().Data)
-			e.err = "dotted"
-		}
-		if e.err != "" {
-			return nil, fmt.Errorf("%s:%d: %s: a dotted key: settings are top-level keys", path, e.line, e.key)
+			e.dotted = true
 		}
 		switch v := ex.Value(); v.Kind {
 		case unstable.String, unstable.Integer, unstable.Float, unstable.Bool:

@@ -97,7 +97,8 @@ func TestSettingsUnknownEnvironment(t *testing.T) {
 
 // TestSettingsFileKeys: a settings file, YAML, JSON or TOML, refuses an
 // unknown key, a key given twice, a value that is not one value, and the
-// key config, each with its line; the password is a key, not a flag.
+// key config, each with its line, and every bad key of a file at once;
+// the password is a key, not a flag.
 func TestSettingsFileKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name, content string
@@ -112,6 +113,10 @@ func TestSettingsFileKeys(t *testing.T) {
 		{"settings.toml", "store = \"memory\"\nmax-buckets = \"lots\"\n", []string{`:2: max-buckets: "lots": want a whole number (--max-buckets)`}},
 		{"settings.toml", "store = \"memory\"\n\n[redis]\naddr = \"x\"\n", []string{`:3: a [table]: settings are top-level key = value lines`}},
 		{"settings.toml", "redis.addr = \"x\"\n", []string{`:1: redis.addr: a dotted key`}},
+		{"settings.yaml", "polciy: p.yaml\nstore: memory\nmax-bukets: 5\n", []string{
+			`:1: polciy: unknown key (did you mean policy?)`, `:3: max-bukets: unknown key (did you mean max-buckets?)`}},
+		{"settings.toml", "redis.addr = \"x\"\nstroe = \"redis\"\nlog-levle = \"debug\"\n", []string{
+			`:1: redis.addr: a dotted key`, `:2: stroe: unknown key (did you mean store?)`, `:3: log-levle: unknown key (did you mean log-level?)`}},
 		{"settings.toml", "store = memory\n", []string{`:1: `}},
 		{"settings.ini", "store=redis\n", []string{`: want a .yaml, .yml, .json or .toml file, not ".ini"`}},
 	} {

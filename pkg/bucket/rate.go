@@ -1,9 +1,11 @@
 package bucket
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -40,18 +42,22 @@ func NewRate(tokens int64, per time.Duration) (Rate, error) {
 }
 
 // ParseRate reads "N/unit" or "N/duration": "10/s", "600/m", "5000/h",
-// "1/d", "1/1500ms", "7/3s". Units are those of time.ParseDuration plus "d"
-// (24h); a bare unit means one of it.
+// "1/d", "1/1500ms", "7/3s", "10/minute", "1/2days". Units are those of
+// time.ParseDuration plus "d" (24h) and the reference's words (second,
+// sec, minute, min, hour, day, in any case, singular or plural); a bare
+// unit means one of it. N is whole: a fractional one is refused with the
+// same rate over a longer period ("0.5/s": write 1/2s).
 func ParseRate(s string) (Rate, error) {
 	num, den, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
 		return Rate{}, fmt.Errorf("rate %q: want N/unit or N/duration, e.g. 10/s or 1/1500ms", s)
 	}
-	tokens, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	num, den = strings.TrimSpace(num), strings.TrimSpace(den)
+	tokens, err := strconv.ParseInt(num, 10, 64)
 	if err != nil {
-		return Rate{}, fmt.Errorf("rate %q: tokens %q is not a whole number", s, num)
+		return Rate{}, fmt.Errorf("rate %q: tokens %q is not a whole number%s", s, num, wholeHint(num, den))
 	}
-	per, err := parsePeriod(strings.TrimSpace(den))
+	per, err := parsePeriod(den)
 	if err != nil {
 		return Rate{}, fmt.Errorf("rate %q: %w", s, err)
 	}
@@ -62,13 +68,52 @@ func ParseRate(s string) (Rate, error) {
 	return r, nil
 }
 
-var errPeriod = errors.New("period must be a unit (ns, us, ms, s, m, h, d) or a duration such as 1500ms")
+// wholeHint is "; write P/QUNIT" for a positive fractional num of tokens
+// (0.5, 1e-3) per den, when den is a count and a unit ("s", "3m") and the
+// rate with whole tokens over the longer period is valid; otherwise "".
+func wholeHint(num, den string) string {
+	f, ok := new(big.Rat).SetString(num)
+	count, unit := splitCount(den)
+	if !ok || f.Sign() <= 0 || f.IsInt() || unit == "" || strings.ContainsAny(unit, "0123456789") {
+		return ""
+	}
+	k, ok := new(big.Int).SetString(cmp.Or(count, "1"), 10)
+	if !ok {
+		return ""
+	}
+	alt := f.Num().String() + "/" + k.Mul(k, f.Denom()).String() + unit
+	if _, err := ParseRate(alt); err != nil {
+		return ""
+	}
+	return "; write " + alt
+}
+
+var errPeriod = errors.New("period must be a unit (ns, us, ms, s, m, h, d, second, minute, hour, day, sec, min) or a duration such as 1500ms")
+
+// periodWords are the reference's names of a period, and its short forms.
+var periodWords = map[string]time.Duration{
+	"second": time.Second, "sec": time.Second,
+	"minute": time.Minute, "min": time.Minute,
+	"hour": time.Hour, "day": 24 * time.Hour,
+}
 
 func parsePeriod(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, errPeriod
 	}
-	if s[0] < '0' || s[0] > '9' {
+	count, unit := splitCount(s)
+	word := strings.ToLower(unit)
+	if len(word) > 3 {
+		word = strings.TrimSuffix(word, "s") // plurals: seconds, mins
+	}
+	if d, ok := periodWords[word]; ok {
+		n, err := strconv.ParseInt(cmp.Or(count, "1"), 10, 64)
+		if err != nil || n <= 0 || n > math.MaxInt64/int64(d) {
+			return 0, errPeriod // a longer one than MaxRatePer is NewRate's to refuse
+		}
+		return time.Duration(n) * d, nil
+	}
+	if count == "" {
 		s = "1" + s
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
@@ -83,6 +128,16 @@ func parsePeriod(s string) (time.Duration, error) {
 		return 0, errPeriod
 	}
 	return d, nil
+}
+
+// splitCount splits a period into its leading digits and the rest: "15m"
+// is "15" and "m", "s" is "" and "s".
+func splitCount(s string) (count, unit string) {
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], s[i:]
 }
 
 // Tokens is the reduced numerator: tokens added every Per.

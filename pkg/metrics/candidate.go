@@ -11,7 +11,9 @@ const (
 )
 
 // Results lists the values of the "result" label of
-// tokengate_decisions_total and tokengate_candidate_decisions_total.
+// tokengate_candidate_decisions_total, and of tokengate_decisions_total
+// but for ResultReplaced (which the candidate counts as ResultNoRule: a
+// replaced rule answers nothing).
 var Results = []string{ResultOK, ResultOverLimit, ResultRefused, ResultShadowOverLimit, ResultStoreError, ResultNoRule}
 
 // Candidate are the metrics of the candidate policy (serve

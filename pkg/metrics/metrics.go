@@ -23,6 +23,7 @@ const (
 	ResultShadowOverLimit = "shadow_over_limit" // a shadow rule that would have refused
 	ResultStoreError      = "store_error"       // decided by on_store_error
 	ResultNoRule          = "no_rule"           // no rule matched: OK, nothing consumed
+	ResultReplaced        = "replaced"          // its rule replaced by another of the request's: OK, nothing consumed
 )
 
 // Answers to a descriptor whose store failed, the values of the "answer"

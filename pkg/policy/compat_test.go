@@ -53,7 +53,7 @@ func TestCompatBadFiles(t *testing.T) {
 		"duplicate_key":       `duplicate_key.yaml:6: domain "test-domain": descriptors: duplicate descriptor composite key "key1_value1" (first at line 3)`,
 		"empty_domain":        `empty_domain.yaml:1: domain: missing`,
 		"empty_key":           `empty_key.yaml:3: domain "test-domain": key: descriptor has empty key`,
-		"misspelled_key":      `misspelled_key.yaml:5: domain "test-domain": descriptor: unknown field "ratelimit"`,
+		"misspelled_key":      `misspelled_key.yaml:5: domain "test-domain": descriptor: unknown field "ratelimit" (did you mean rate_limit?)`,
 		"misspelled_key2":     `misspelled_key2.yaml:7: domain "test-domain": rate_limit: unknown field "requestsperunit"`,
 		"non_map_list":        `non_map_list.yaml:3: domain "test-domain": descriptor: want a mapping, got "a"`,
 		"non_string_key":      `non_string_key.yaml:1: config: unknown field "0.25"`,

@@ -14,7 +14,7 @@
 //	        - key: path
 //	          value: /api/*      # exact, or a prefix with a trailing "*"
 //	      capacity: 100
-//	      refill: 10/s           # bucket.ParseRate: 600/m, 1/1500ms, 7/3s
+//	      refill: 10/s           # bucket.ParseRate: 600/m, 600/minute, 1/1500ms, 7/3s
 //	      cost: 1                # default 1
 //	      max_cost: 100          # default capacity
 //	      on_resize: clamp       # clamp | scale

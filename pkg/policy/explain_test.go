@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -71,5 +72,28 @@ func TestExplain(t *testing.T) {
 	e.KeyHash = "0123456789ab"
 	if out := e.String(); !strings.Contains(out, "\n  bucket key hash: 0123456789ab (key in dynamic metadata") {
 		t.Fatalf("with its hash:\n%s", out)
+	}
+}
+
+// TestExplainInDocs: the explain example of docs/policy.md is what
+// Explain prints for the policy docs/policy.md shows first, line for line.
+func TestExplainInDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, yamlBlock, _ := strings.Cut(string(doc), "```yaml\n")
+	yamlBlock, _, _ = strings.Cut(yamlBlock, "```\n")
+	_, console, _ := strings.Cut(string(doc), "$ tokengate explain --policy policy.yaml --domain edge ")
+	console, _, _ = strings.Cut(console, "```\n")
+	args, want, _ := strings.Cut(console, "\n")
+	var desc []Entry
+	for _, kv := range strings.Fields(args) {
+		k, v, _ := strings.Cut(kv, "=")
+		desc = append(desc, Entry{Key: k, Value: v})
+	}
+	p := mustParse(t, yamlBlock)
+	if got := p.Explain("edge", desc).String(); got != want {
+		t.Errorf("docs/policy.md shows\n%s\nExplain prints\n%s", want, got)
 	}
 }

@@ -50,10 +50,15 @@ func isReferenceRoot(root *yaml.Node) bool {
 }
 
 // FilesSHA256 identifies what a policy is compiled from: the SHA-256 of
-// the file's bytes for a single file named name, else of every file's
-// base name and SHA-256, in order. Policy.SHA256 returns it.
+// the file's bytes for a single file, else of every file's base name and
+// SHA-256, in order. Policy.SHA256 returns it.
+//
+// It identifies the content, not how it was read: one file given as
+// itself or as the only file of a directory (a ConfigMap mounted whole or
+// by subPath) is the same policy, and its sum is what sha256sum prints for
+// the file. In a set, the names are part of it, as they order the files.
 func FilesSHA256(name string, files []File) [32]byte {
-	if len(files) == 1 && files[0].Name == name {
+	if len(files) == 1 {
 		return sha256.Sum256(files[0].Data)
 	}
 	h := sha256.New()

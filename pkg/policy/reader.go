@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tokengate/tokengate/internal/suggest"
 )
 
 // MaxFileSize is the largest policy file Parse accepts.
@@ -128,7 +130,7 @@ func (r *reader) fields(n *yaml.Node, a at, what string, known []string) map[str
 		case k.Kind != yaml.ScalarNode:
 			r.fail(k, a, "", fmt.Errorf("%s: want a field name, got %s", what, describe(k)))
 		case !slices.Contains(known, k.Value):
-			r.fail(k, a, "", fmt.Errorf("%s: unknown field %q (known: %s)", what, k.Value, strings.Join(known, ", ")))
+			r.fail(k, a, "", fmt.Errorf("%s: unknown field %q%s", what, k.Value, suggest.OrKnown(k.Value, known)))
 		case lines[k.Value] != 0:
 			r.fail(k, a, k.Value, fmt.Errorf("repeated (first at line %d)", lines[k.Value]))
 		default:

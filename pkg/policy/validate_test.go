@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,33 @@ func TestSummaryAndValidate(t *testing.T) {
 	var errs Errors
 	if !errors.As(err, &errs) || len(errs) != 3 || out.Len() != 0 {
 		t.Fatalf("bad file: %v, output %q", err, out.String())
+	}
+}
+
+// TestSHA256OfContent: a file validated as itself and as the only file of
+// a directory has one sha256, the file's own (what sha256sum prints); a
+// set of files has another.
+func TestSHA256OfContent(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/policy.yaml"
+	if err := os.WriteFile(file, []byte(example), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(example))
+	want := hex.EncodeToString(sum[:])
+	for _, path := range []string{file, dir} {
+		files, err := ReadFiles(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := ValidateFiles(&out, path, files); err != nil || !strings.HasSuffix(out.String(), "sha256 "+want+"\n") {
+			t.Errorf("%s: %v %q, want sha256 %s", path, err, out.String(), want)
+		}
+	}
+	two := []File{{Name: "d/a.yaml", Data: []byte(example)}, {Name: "d/b.yaml", Data: []byte("domain: other\n")}}
+	if got := FilesSHA256("d", two); hex.EncodeToString(got[:]) == want {
+		t.Error("a set of two files has the sum of its first")
 	}
 }
 

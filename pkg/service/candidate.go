@@ -151,6 +151,7 @@ func (rs *reqState) decisions(out []candidate.Decision) []candidate.Decision {
 // candidateResults are the Tracker's names of the results.
 var candidateResults = [numResults]candidate.Result{
 	ResultNoRule:          candidate.NoRule,
+	ResultReplaced:        candidate.NoRule, // metrics.Results
 	ResultOK:              candidate.OK,
 	ResultOverLimit:       candidate.OverLimit,
 	ResultRefused:         candidate.Refused,

@@ -348,12 +348,13 @@ func TestCompatQuotaMode(t *testing.T) {
 	g.expect("a limit over", g.call("rl", user, s2), over, want{over, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
 	g.expect("the quota was not charged", g.call("rl", s2), ok, want{ok, 2, minute, 0, ""})
 
-	// A quota descriptor refused before the store is over its limit.
+	// A quota descriptor refused before the store is over its limit, its
+	// status the tokens its bucket holds (checked, never charged).
 	h := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml"))
 	big := &ratelimitv3.RateLimitDescriptor{Entries: s2.Entries, HitsAddend: wrapperspb.UInt64(5)}
-	h.expect("refused quota, other within", h.call("rl", big, s1), ok, want{over, 2, minute, 0, ""}, want{ok, 1, minute, 0, ""})
+	h.expect("refused quota, other within", h.call("rl", big, s1), ok, want{over, 2, minute, 2, ""}, want{ok, 1, minute, 0, ""})
 	r := h.call("rl", big)
-	h.expect("refused quota alone", r, over, want{over, 2, minute, 0, ""})
+	h.expect("refused quota alone", r, over, want{over, 2, minute, 2, ""})
 	if reasonOf(r) == "" {
 		t.Fatalf("no reason: %v", r)
 	}

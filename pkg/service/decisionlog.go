@@ -26,8 +26,8 @@ type DecisionLog struct {
 
 // Messages of the decision log.
 const (
-	MsgLimited  = "rate limited"    // an OVER_LIMIT descriptor (info)
-	MsgDegraded = "degraded answer" // on_store_error allowed it (info)
+	MsgLimited  = "rate limited"    // an OVER_LIMIT descriptor the store decided (info)
+	MsgDegraded = "degraded answer" // on_store_error answered it, OK or OVER_LIMIT (info)
 	MsgDecision = "decision"        // anything else (debug)
 )
 
@@ -61,10 +61,10 @@ func (l *decisionLog) write(ctx context.Context, now int64, domain string, rs *r
 		switch {
 		case v.Result == ResultRequestID:
 			continue
+		case v.Degraded(): // before OVER_LIMIT: on_store_error deny is no limit reached
+			level, msg, budget = slog.LevelInfo, MsgDegraded, l.info
 		case v.Code == rlsv3.RateLimitResponse_OVER_LIMIT:
 			level, msg, budget = slog.LevelInfo, MsgLimited, l.info
-		case v.Degraded():
-			level, msg, budget = slog.LevelInfo, MsgDegraded, l.info
 		case !debug:
 			continue
 		}

@@ -54,8 +54,9 @@ type batch struct {
 type desc struct {
 	rule     *policy.Rule // nil: no rule matched
 	isID     bool         // the request-id descriptor
-	item     int          // index in its batch, -1 when it has no bucket
-	replaced bool         // another rule replaces its rule, or it is not_limited
+	item     int          // index in its batch, -1 when it has no bucket (or is refused unchecked)
+	replaced bool         // another rule of the request replaces its rule
+	dropped  bool         // answered as no rule: replaced, or its rule is not_limited
 	// quotaOver: a quota descriptor over the limit while another is not;
 	// it is charged nothing and answers OVER_LIMIT for itself (quota.go).
 	quotaOver bool
@@ -109,13 +110,18 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 			entries := rs.entriesOf(d)
 			var charge store.Charge
 			ds.cost, charge, ds.refusal = costOf(d, hits, ds.rule, entries)
-			if ds.refusal == "" {
+			// A cost above max_cost is refused, and its bucket checked
+			// at cost 0, so that its verdict says what the bucket holds.
+			if cost := ds.cost; ds.refusal == "" || cost > ds.rule.MaxCost {
+				if ds.refusal != "" {
+					cost = 0
+				}
 				ds.keyStart = len(rs.keys)
 				rs.keys = ds.rule.AppendKey(rs.keys, entries)
 				ds.keyEnd = len(rs.keys)
 				b := rs.batch(ds.rule)
 				ds.item = len(b.req.Items)
-				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: ds.cost, Charge: charge, Revision: pol.Revision()})
+				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost, Charge: charge, Revision: pol.Revision()})
 			}
 		}
 		switch {
@@ -166,18 +172,18 @@ func (rs *reqState) dropReplaced() {
 		switch {
 		case r == nil:
 		case r.NotLimited:
-			ds.replaced = true
+			ds.dropped = true
 		case replacing && !r.Unlimited && r.Limit.Name != "":
 			for j := range rs.descs {
 				if o := rs.descs[j].rule; o != nil && slices.Contains(o.Replaces, r.Limit.Name) {
-					ds.replaced = true
+					ds.replaced, ds.dropped = true, true
 					break
 				}
 			}
 		}
 	}
 	for i := range rs.descs {
-		if rs.descs[i].replaced {
+		if rs.descs[i].dropped {
 			rs.descs[i].rule = nil
 		}
 	}

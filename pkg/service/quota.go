@@ -40,8 +40,8 @@ func (rs *reqState) decideWithoutOverQuotas(ctx context.Context, st store.Store,
 	covered := 0
 	for i := range rs.descs {
 		ds := &rs.descs[i]
-		if ds.item < 0 || ds.rule.Shadow || e.req.Items[ds.item].Charge == store.Report {
-			continue
+		if ds.item < 0 || ds.rule.Shadow || ds.refusal != "" || e.req.Items[ds.item].Charge == store.Report {
+			continue // a refusal's bucket is only checked: it covers nothing; a report is charged once
 		}
 		switch allowed := e.results[ds.item].Allowed; {
 		case !ds.isQuota() && !allowed:

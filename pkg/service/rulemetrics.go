@@ -19,9 +19,10 @@ import (
 // rule shares (read-only), and its metric handles, so that the hot path
 // does no label lookups.
 type ruleTable struct {
-	pol    *policy.Policy
-	rules  map[*policy.Rule]*ruleInfo
-	noRule map[string]prometheus.Counter // by domain
+	pol      *policy.Policy
+	rules    map[*policy.Rule]*ruleInfo
+	noRule   map[string]prometheus.Counter // by domain
+	replaced map[string]prometheus.Counter // by domain
 }
 
 type ruleInfo struct {
@@ -29,7 +30,7 @@ type ruleInfo struct {
 	capacity  float64
 	remaining prometheus.Observer
 	forgiven  prometheus.Counter             // a post-paid rule's; nil for the others
-	result    [numResults]prometheus.Counter // by Result; nil for ResultRequestID and ResultNoRule
+	result    [numResults]prometheus.Counter // by Result; nil for ResultRequestID, ResultNoRule and ResultReplaced
 	// While the store fails: tokengate_store_fallbacks_total of the
 	// rule's mode, and tokengate_store_error_answers_total by answer.
 	fallback     prometheus.Counter
@@ -54,9 +55,10 @@ func (s *Service) ruleTable(pol *policy.Policy) *ruleTable {
 }
 
 func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
-	t := &ruleTable{pol: pol, rules: map[*policy.Rule]*ruleInfo{}, noRule: map[string]prometheus.Counter{}}
+	t := &ruleTable{pol: pol, rules: map[*policy.Rule]*ruleInfo{}, noRule: map[string]prometheus.Counter{}, replaced: map[string]prometheus.Counter{}}
 	for _, d := range pol.Domains() {
 		t.noRule[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultNoRule)
+		t.replaced[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultReplaced)
 		for _, r := range pol.Rules(d) {
 			info := &ruleInfo{limit: currentLimit(r), byDescriptor: r.DescriptorMetric(),
 				metaRule: structpb.NewStringValue(r.Name), metaDomain: structpb.NewStringValue(d)}
@@ -92,6 +94,9 @@ func (rs *reqState) count(t *ruleTable, domain string, descriptors []*ratelimitv
 			continue
 		case ResultNoRule:
 			t.noRuleCounter(domain, m).Inc()
+			continue
+		case ResultReplaced:
+			t.replaced[domain].Inc() // only a domain of the policy has rules to replace
 			continue
 		}
 		info := v.info

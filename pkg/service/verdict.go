@@ -35,6 +35,9 @@ const (
 	// ResultStoreError: the store failed and the rule's on_store_error
 	// answered (Degraded).
 	ResultStoreError
+	// ResultReplaced: the rule it matched is one that another descriptor's
+	// rule replaces; OK as if no rule matched, nothing consumed.
+	ResultReplaced
 	numResults
 )
 
@@ -46,6 +49,7 @@ var resultLabels = [numResults]string{
 	ResultRefused:         metrics.ResultRefused,
 	ResultShadowOverLimit: metrics.ResultShadowOverLimit,
 	ResultStoreError:      metrics.ResultStoreError,
+	ResultReplaced:        metrics.ResultReplaced,
 }
 
 // String is the result's metric label ("" for ResultRequestID).
@@ -55,8 +59,8 @@ func (r Result) String() string { return resultLabels[r] }
 // status and headers, the front doors' headers, the dynamic metadata, the
 // decision log, the span and the metrics are all written from it.
 type Verdict struct {
-	// Rule is the rule the descriptor matched; nil for ResultNoRule and
-	// ResultRequestID.
+	// Rule is the rule the descriptor matched; nil for ResultNoRule,
+	// ResultReplaced and ResultRequestID.
 	Rule   *policy.Rule
 	Result Result
 	// Code is the descriptor's answer: OVER_LIMIT for an enforced rule
@@ -68,8 +72,9 @@ type Verdict struct {
 	// refund); 0 without a bucket.
 	Cost int64
 	// Remaining are the whole tokens the store (or, while it fails, the
-	// local budget) says are left; 0 without an answer, 2^32-1 for an
-	// unlimited rule (as envoyproxy/ratelimit answers).
+	// local budget) says are left, a cost above max_cost's bucket's too;
+	// 0 without an answer, 2^32-1 for an unlimited rule (as
+	// envoyproxy/ratelimit answers).
 	Remaining int64
 	// Reset is the time until the bucket is full when allowed, the wait
 	// rounded up to whole seconds when denied; HasReset is false when no
@@ -145,6 +150,9 @@ func (rs *reqState) verdict(i int, t *ruleTable) Verdict {
 	case ds.isID:
 		v.Result = ResultRequestID
 		return v
+	case ds.rule == nil && ds.replaced:
+		v.Result = ResultReplaced
+		return v
 	case ds.rule == nil:
 		v.Result = ResultNoRule
 		return v
@@ -186,6 +194,9 @@ func (rs *reqState) answer(ds *desc, v *Verdict) {
 	switch {
 	case ds.refusal != "":
 		v.Result, v.Reason = ResultRefused, ds.refusal
+		if ds.item >= 0 && b.err == nil {
+			v.Remaining = b.results[ds.item].Remaining // checked at cost 0 (plan)
+		}
 		return
 	case b.err != nil:
 		v.Result = ResultStoreError

@@ -11,6 +11,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -21,6 +22,7 @@ import (
 	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/keyhash"
+	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
@@ -110,8 +112,8 @@ func TestDynamicMetadataBounded(t *testing.T) {
 	}
 }
 
-// TestDynamicMetadataRefusedAndDegraded: a refusal says its reason; a
-// degraded answer that allowed says so, with the rule's on_store_error
+// TestDynamicMetadataRefusedAndDegraded: a refusal says its reason, and
+// what its bucket holds; a degraded answer that allowed says so, with the rule's on_store_error
 // result, though the request went through.
 func TestDynamicMetadataRefusedAndDegraded(t *testing.T) {
 	f := newFixture(t, nil)
@@ -122,8 +124,8 @@ func TestDynamicMetadataRefusedAndDegraded(t *testing.T) {
 		md[MetaCost].GetNumberValue() != 11 || md[MetaRetryAfter].GetNumberValue() != 0 {
 		t.Fatalf("refused: %v", md)
 	}
-	if _, ok := md[MetaKey]; ok {
-		t.Fatalf("a descriptor refused before the store has no bucket key: %v", md)
+	if md[MetaKey].GetStringValue() == "" || md[MetaRemaining].GetNumberValue() != 20 {
+		t.Fatalf("a cost above max_cost: its bucket's key and the 20 tokens it holds (checked at cost 0): %v", md)
 	}
 
 	svc, flaky, _ := flakyService(t, "local.yaml", localPolicy)
@@ -256,6 +258,24 @@ func TestDecisionLogDebug(t *testing.T) {
 	}
 }
 
+// TestDecisionLogRefusedRemaining: a cost above max_cost is logged with
+// the tokens its bucket holds, not 0, and nothing is charged.
+func TestDecisionLogRefusedRemaining(t *testing.T) {
+	f, c := decisionLogFixture(t, slog.LevelInfo, 10)
+	up := descr("user_id", "kai", "path", "/upload/a") // capacity 20, max_cost 10
+	f.call(t, 11, up)
+	f.call(t, 11, up)
+	got := c.take()
+	if len(got) != 2 {
+		t.Fatalf("lines %v, want 2", got)
+	}
+	for _, l := range got {
+		if l[MetaResult] != "refused" || l[MetaRemaining] != "20" || len(l[MetaKey]) != keyhash.Length {
+			t.Errorf("refused, 20 remaining, its key: %v", l)
+		}
+	}
+}
+
 // TestDecisionLogClipsDomain: ShouldRateLimit bounds no domain; a line
 // carries a long one clipped.
 func TestDecisionLogClipsDomain(t *testing.T) {
@@ -270,8 +290,8 @@ func TestDecisionLogClipsDomain(t *testing.T) {
 	}
 }
 
-// TestDecisionLogDegraded: a degraded answer is logged at info whatever it
-// answered.
+// TestDecisionLogDegraded: a degraded answer is logged at info as one,
+// whatever it answered: on_store_error deny too, which reached no limit.
 func TestDecisionLogDegraded(t *testing.T) {
 	c := &capture{level: slog.LevelInfo}
 	f := newFixtureWith(t, localPolicy, func(*clock.Fake) store.Store { return &switchable{fail: true} }, func(o *Options) {
@@ -282,7 +302,8 @@ func TestDecisionLogDegraded(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.take()
-	if len(got) != 2 || got[0]["msg"] != MsgDegraded || got[0][MetaDegraded] != "true" || got[1]["msg"] != MsgLimited || got[1][MetaRule] != "strict" {
+	if len(got) != 2 || got[0]["msg"] != MsgDegraded || got[0][MetaDegraded] != "true" || got[0]["code"] != "OK" ||
+		got[1]["msg"] != MsgDegraded || got[1][MetaRule] != "strict" || got[1]["code"] != "OVER_LIMIT" || got[1][MetaDegraded] != "true" {
 		t.Fatalf("allow and deny while the store fails: %v", got)
 	}
 }
@@ -344,5 +365,33 @@ func TestSpan(t *testing.T) {
 	}
 	if st := spans[1].Status(); st.Code != otelcodes.Error || len(spans[1].Events()) != 1 {
 		t.Errorf("store failure: status %v, events %v", st, spans[1].Events())
+	}
+}
+
+// TestReplacedResult: a descriptor whose rule another of the request
+// replaces is answered as no rule, but said to be replaced: in the
+// decision log and in tokengate_decisions_total; a not_limited one, and
+// one no rule matched, stay no_rule.
+func TestReplacedResult(t *testing.T) {
+	c := &capture{level: slog.LevelDebug}
+	f := newFixtureWith(t, `domains:
+  edge:
+    - {name: per-user, match: [{key: user}], capacity: 5, refill: 5/m}
+    - {name: vip, match: [{key: tier, value: vip}], capacity: 9, refill: 9/m, replaces: [per-user]}
+    - {name: free, match: [{key: path}], not_limited: true}
+`, memoryStore, func(o *Options) { o.DecisionLog = DecisionLog{Logger: slog.New(c)} })
+	f.call(t, 0, descr("user", "a"), descr("tier", "vip"), descr("path", "/p"), descr("other", "x"))
+	got := c.take()
+	var results []string
+	for _, l := range got {
+		results = append(results, l[MetaResult])
+	}
+	if strings.Join(results, " ") != "replaced ok no_rule no_rule" {
+		t.Fatalf("results %q, want replaced ok no_rule no_rule: %v", results, got)
+	}
+	for res, want := range map[string]float64{metrics.ResultReplaced: 1, metrics.ResultNoRule: 2} {
+		if n := testutil.ToFloat64(f.m.Decisions.WithLabelValues("edge", "", res)); n != want {
+			t.Errorf("tokengate_decisions_total{domain=edge,rule=\"\",result=%s} = %v, want %v", res, n, want)
+		}
 	}
 }

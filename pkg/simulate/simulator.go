@@ -173,6 +173,12 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 		}
 		it := &c.items[next[k]]
 		next[k]++
+		if d.Verdicts[i].Reason != "" {
+			// Refused (a shadow rule's too): a cost above max_cost has
+			// its bucket checked at cost 0, an allowed item.
+			rr.add(at, outcomeRefused)
+			continue
+		}
 		o := classify(it, c.out.Allowed && (r.Shadow || overall))
 		rr.add(at, o)
 		if rr.FirstDry < 0 && it.result.Remaining < r.Cost {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tokengate/tokengate/internal/suggest"
 )
 
 // Limits on a front door, the same as on a ratelimit request (see
@@ -272,7 +274,7 @@ func (p parser) action(path string, n *yaml.Node) (Action, bool) {
 	kn, on := n.Content[0], n.Content[1]
 	kind, ok := actionKinds[kn.Value]
 	if !ok || kn.Kind != yaml.ScalarNode {
-		r.Fail(kn, path, fmt.Errorf("unknown action %s (known: %s)", r.Describe(kn), strings.Join(actionOrder, ", ")))
+		r.Fail(kn, path, fmt.Errorf("unknown action %s%s", r.Describe(kn), suggest.OrKnown(kn.Value, actionOrder)))
 		return Action{}, false
 	}
 	path += "." + kn.Value

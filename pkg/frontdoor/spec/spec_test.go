@@ -190,7 +190,7 @@ front_doors:
         - actions: [{remote_address: {}}]
       edge:
         - actions: []
-        - actions: [{teleport: {}}]
+        - actions: [{teleport: {}}, {requst_headers: {}}]
         - actions: [{request_headers: {header_name: "bad header"}}]
         - actions: [{generic_key: {}}, {path: {strip_query: maybe}}]
         - actions: [{method: {}}, {method: {}}]
@@ -212,7 +212,8 @@ front_doors:
 		`bad.yaml:11: front_doors.ext_authz.original_request: only forward_auth has it`,
 		`bad.yaml:13: front_doors.ext_authz.domains.nope: the policy has no domain "nope" (domains: edge)`,
 		`bad.yaml:16: front_doors.ext_authz.domains.edge[1].actions: empty: a descriptor needs at least one action`,
-		`bad.yaml:17: front_doors.ext_authz.domains.edge[2].actions[1]: unknown action "teleport"`,
+		`bad.yaml:17: front_doors.ext_authz.domains.edge[2].actions[1]: unknown action "teleport" (known: remote_address, request_headers, `,
+		`bad.yaml:17: front_doors.ext_authz.domains.edge[2].actions[2]: unknown action "requst_headers" (did you mean request_headers?)`,
 		`bad.yaml:18: front_doors.ext_authz.domains.edge[3].actions[1].request_headers.descriptor_key: missing`,
 		`bad.yaml:18: front_doors.ext_authz.domains.edge[3].actions[1].request_headers.header_name: "bad header" is not an HTTP header name`,
 		`bad.yaml:19: front_doors.ext_authz.domains.edge[4].actions[1].generic_key.descriptor_value: missing`,

@@ -138,12 +138,16 @@ func (p *Publisher) loaded(prev, next *policy.Policy) {
 	}
 }
 
+// refused logs a refused load and tells OnReload. With no policy serving
+// (the first load) there is no last good one to keep, and the line says so.
 func (p *Publisher) refused(cur *policy.Policy, err error) {
 	attrs := []any{SourceKey, p.opts.Source, "err", policy.Brief(err)}
-	if cur != nil {
+	if cur == nil {
+		p.opts.Logger.Error("policy refused; no policy was serving", attrs...)
+	} else {
 		attrs = append(attrs, "serving_revision", cur.Revision(), "serving_sha256", cur.SHA256())
+		p.opts.Logger.Error("policy refused; the last good policy keeps serving", attrs...)
 	}
-	p.opts.Logger.Error("policy refused; the last good policy keeps serving", attrs...)
 	if p.opts.OnReload != nil {
 		p.opts.OnReload(Failure, cur, err)
 	}

@@ -278,7 +278,7 @@ func TestInvalidFileKeepsLastGood(t *testing.T) {
 	if f.w.Current() != good || f.successes() != "1" {
 		t.Fatal("a bad file replaced the policy")
 	}
-	if logs := f.logs.String(); !strings.Contains(logs, "policy refused") || !strings.Contains(logs, "10/q") {
+	if logs := f.logs.String(); !strings.Contains(logs, "policy refused; the last good policy keeps serving") || !strings.Contains(logs, "10/q") {
 		t.Fatalf("log:\n%s", logs)
 	}
 	write(t, path, policyFile(2))
@@ -303,10 +303,14 @@ func TestNewRefusesBadFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	write(t, path, badFile)
 	var rel reloads
-	_, err := New(Options{Path: path, Clock: new(clock.Fake), OnReload: rel.hook})
+	var logs lockedBuffer
+	_, err := New(Options{Path: path, Clock: new(clock.Fake), OnReload: rel.hook, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	var errs policy.Errors
 	if !errors.As(err, &errs) || len(errs) != 2 {
 		t.Fatalf("New: %v", err)
+	}
+	if l := logs.String(); !strings.Contains(l, `msg="policy refused; no policy was serving"`) || strings.Contains(l, "last good") {
+		t.Fatalf("a refused first policy keeps nothing serving: %s", l)
 	}
 	if got := rel.snapshot(); len(got) != 1 || !strings.HasPrefix(got[0], "failure") {
 		t.Fatalf("hook: %v", got)
