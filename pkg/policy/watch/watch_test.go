@@ -339,7 +339,9 @@ func TestRevisionDownIsWarned(t *testing.T) {
 	if v := f.w.Current().Rule("edge", "per-user").Version; v.Params.Capacity() != 103 || v.Lineage().Current() != v {
 		t.Fatalf("the rollback is not active: %+v", v)
 	}
-	if logs := f.logs.String(); !strings.Contains(logs, "policy revision went down: applied as a rollback") || !strings.Contains(logs, "previous_revision=4") {
-		t.Fatalf("no warning of the rollback:\n%s", logs)
-	}
+	// The policy serves before its lines are logged.
+	poll.Eventually(t, 5*time.Second, func() bool {
+		logs := f.logs.String()
+		return strings.Contains(logs, "policy revision went down: applied as a rollback") && strings.Contains(logs, "previous_revision=4")
+	}, "the warning of the rollback")
 }
