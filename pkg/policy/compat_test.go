@@ -284,8 +284,14 @@ func TestCompatScale(t *testing.T) {
 	if got := describeMatch(p, "big", "tenant", "t7", "path", "/api/7/x"); got != "9/minute name=" {
 		t.Fatalf("match: %s", got)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("%d bytes compiled in %v", b.Len(), d)
+	// About 1 s alone, 5-8 s under the race detector beside another
+	// package's tests.
+	limit := 5 * time.Second
+	if raceEnabled {
+		limit *= 6
+	}
+	if d := time.Since(start); d > limit {
+		t.Fatalf("%d bytes compiled in %v, want under %v", b.Len(), d, limit)
 	}
 }
 

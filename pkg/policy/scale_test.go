@@ -58,11 +58,13 @@ func largePolicy() (data []byte, rules int, want map[int]string) {
 }
 
 // TestValidateLargePolicy: validating a policy of the size in the report
-// takes under 2 s of wall time (it took 29 s of CPU when every rule was
-// compared with every earlier one to find unreachable rules), and finds
-// the unreachable rules all the same. The best of three runs counts, so that
-// other work on the machine does not fail it; under the race detector,
-// which slows code 2-20 times, the bound is 5 times larger.
+// takes under 5 s of wall time (1.8-2.3 s on the 2-core machines CI runs
+// on; it took 29 s of CPU when every rule was compared with every earlier
+// one to find unreachable rules), and finds the unreachable rules all the
+// same. The best of three runs counts, so that other work on the machine
+// does not fail it; under the race detector, which slows this code about 8
+// times (16 s alone, more beside another package's tests), the bound is 8
+// times larger.
 func TestValidateLargePolicy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("validates a 4 MB policy")
@@ -71,9 +73,9 @@ func TestValidateLargePolicy(t *testing.T) {
 	if rules != 58_560 || len(data) > MaxFileSize {
 		t.Fatalf("the policy has %d rules in %d bytes; want 58,560 in at most %d", rules, len(data), MaxFileSize)
 	}
-	limit := 2 * time.Second
+	limit := 5 * time.Second
 	if raceEnabled {
-		limit *= 5
+		limit *= 8
 	}
 	best := time.Duration(1<<63 - 1)
 	for range 3 {
