@@ -188,7 +188,15 @@ func schemaSamples(t *testing.T) map[string][]byte {
 		}
 		out[filepath.Base(p)] = data
 	}
-	if len(out) < 4 {
+	// The first policy docs/policy.md shows (TestExplainInDocs' too).
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "policy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(doc), "```yaml\n")
+	block, _, _ = strings.Cut(block, "```\n")
+	out["docs/policy.md"] = []byte(block)
+	if len(out) < 5 {
 		t.Fatalf("%d samples", len(out))
 	}
 	return out
@@ -400,4 +408,22 @@ func isType(ty string, v any) bool {
 		}
 	}
 	return false
+}
+
+// TestSchemaInDocs: docs/policy.md's modeline names the schema by a path
+// that resolves from docs/.
+func TestSchemaInDocs(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "policy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const line = "# yaml-language-server: $schema="
+	_, rest, ok := strings.Cut(string(doc), line)
+	if !ok {
+		t.Fatalf("docs/policy.md has no %q line", line)
+	}
+	rel, _, _ := strings.Cut(rest, "\n")
+	if got, want := filepath.Clean(filepath.Join("docs", rel)), filepath.FromSlash(SchemaPath); got != want {
+		t.Errorf("docs/policy.md: $schema=%s is %s from the root, want %s", rel, got, want)
+	}
 }
