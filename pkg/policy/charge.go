@@ -59,15 +59,8 @@ var notPostPaid = []struct{ field, why string }{
 // that mean nothing on one. It reports whether the rule is post-paid.
 // paramsOK is whether rule.params are valid (limits).
 func (r *reader) charge(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool) bool {
-	if v := f["charge"]; v != nil {
-		s, err := text(v)
-		if err == nil {
-			rule.Charge, err = ParseCharge(s)
-		}
-		if err != nil {
-			r.fail(v, a, "charge", err)
-			return false
-		}
+	if !enumField(r, f, a, "charge", ParseCharge, &rule.Charge) {
+		return false
 	}
 	n := f["max_debt"]
 	if !rule.PostPaid() {

@@ -303,24 +303,8 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 	if !r.charge(rule, f, a, paramsOK) {
 		r.costs(rule, n, f, a, capacity, paramsOK)
 	}
-	if v := f["on_resize"]; v != nil {
-		s, err := text(v)
-		if err == nil {
-			rule.OnResize, err = bucket.ParseResizeMode(s)
-		}
-		if err != nil {
-			r.fail(v, a, "on_resize", err)
-		}
-	}
-	if v := f["on_store_error"]; v != nil {
-		s, err := text(v)
-		if err == nil {
-			rule.OnStoreError, err = ParseStoreErrorMode(s)
-		}
-		if err != nil {
-			r.fail(v, a, "on_store_error", err)
-		}
-	}
+	enumField(r, f, a, "on_resize", bucket.ParseResizeMode, &rule.OnResize)
+	enumField(r, f, a, "on_store_error", ParseStoreErrorMode, &rule.OnStoreError)
 	rule.Shadow, _ = r.flag(f, a, "shadow")
 	rule.Quota, _ = r.flag(f, a, "quota")
 	if paramsOK {
@@ -369,4 +353,23 @@ func (r *reader) intField(n *yaml.Node, f map[string]*yaml.Node, a at, field str
 		return 0, false
 	}
 	return x, true
+}
+
+// enumField reads field of f, when present, into dst with parse, and
+// reports (failing the file) a value that is not text or that parse
+// refuses; it returns false then.
+func enumField[T any](r *reader, f map[string]*yaml.Node, a at, field string, parse func(string) (T, error), dst *T) bool {
+	v := f[field]
+	if v == nil {
+		return true
+	}
+	s, err := text(v)
+	if err == nil {
+		*dst, err = parse(s)
+	}
+	if err != nil {
+		r.fail(v, a, field, err)
+		return false
+	}
+	return true
 }
