@@ -99,18 +99,7 @@ func (f *figure) draw(c draw.Canvas) error {
 	title := text.Style{Font: font.From(plot.DefaultFont, 13), XAlign: draw.XCenter, YAlign: draw.YCenter,
 		Handler: plot.DefaultTextHandler}
 	c.FillText(title, d.titleSpace.Center(), f.Title)
-	for _, g := range []struct {
-		plots [][]*plot.Plot
-		tiles [][]draw.Canvas
-	}{{d.rates, d.rateTiles}, {d.buckets, d.bucketTiles}} {
-		for i, row := range g.plots {
-			for j, p := range row {
-				if p != nil {
-					p.Draw(g.tiles[i][j])
-				}
-			}
-		}
-	}
+	d.eachPanel(func(p *plot.Plot, c draw.Canvas) { p.Draw(c) })
 	d.legend.Draw(d.legendCanvas)
 	return nil
 }
@@ -184,4 +173,20 @@ func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ts
+}
+
+// eachPanel calls do with each panel, rates then buckets, and its tile.
+func (d *drawing) eachPanel(do func(*plot.Plot, draw.Canvas)) {
+	for _, g := range []struct {
+		plots [][]*plot.Plot
+		tiles [][]draw.Canvas
+	}{{d.rates, d.rateTiles}, {d.buckets, d.bucketTiles}} {
+		for i, row := range g.plots {
+			for j, p := range row {
+				if p != nil {
+					do(p, g.tiles[i][j])
+				}
+			}
+		}
+	}
 }

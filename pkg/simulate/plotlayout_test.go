@@ -106,18 +106,9 @@ func describeLayout(f *figure, d *drawing) string {
 	fmt.Fprintf(&b, "figure %.1f x %.1f in: %q\n", figureWidth/vg.Inch, f.height()/vg.Inch, f.Title)
 	right := true
 	dataTop := d.rates[0][0].DataCanvas(d.rateTiles[0][0]).Max.Y
-	for _, g := range []struct {
-		plots [][]*plot.Plot
-		tiles [][]draw.Canvas
-	}{{d.rates, d.rateTiles}, {d.buckets, d.bucketTiles}} {
-		for i, row := range g.plots {
-			for j, p := range row {
-				if p != nil {
-					right = right && d.legendCanvas.Min.X >= p.DataCanvas(g.tiles[i][j]).Max.X
-				}
-			}
-		}
-	}
+	d.eachPanel(func(p *plot.Plot, c draw.Canvas) {
+		right = right && d.legendCanvas.Min.X >= p.DataCanvas(c).Max.X
+	})
 	level := d.legendCanvas.Max.Y == dataTop
 	width := d.legend.Rectangle(d.legendCanvas).Size().X
 	fits := width <= d.legendCanvas.Size().X
