@@ -67,7 +67,7 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string) {
 				if len(buf) > spans[part][0] {
 					buf = append(buf, ", "...)
 				}
-				params := r.Version.Params
+				params := r.Bands[v.Band].Version.Params
 				rate := params.Rate()
 				fill := math.Ceil(float64(params.Capacity()) * float64(rate.Per()) / float64(rate.Tokens()) / 1e9)
 				buf = appendSFString(buf, r.Name)

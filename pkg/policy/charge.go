@@ -55,7 +55,7 @@ var notPostPaid = []struct{ field, why string }{
 }
 
 // charge reads a limited rule's charge and, for a post-paid rule, its
-// max_debt (default: the capacity, one burst of debt), refusing the fields
+// max_debt (default: each band's capacity, one burst of debt), refusing the fields
 // that mean nothing on one. It reports whether the rule is post-paid.
 // paramsOK is whether rule.params are valid (limits).
 func (r *reader) charge(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool) bool {
@@ -74,7 +74,7 @@ func (r *reader) charge(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool
 			r.fail(v, a, np.field, fmt.Errorf("not allowed with charge: after_response: %s", np.why))
 		}
 	}
-	debt := rule.params.Capacity()
+	var debt int64
 	if n != nil {
 		var err error
 		if debt, err = integer(n); err != nil {
@@ -82,10 +82,6 @@ func (r *reader) charge(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool
 			return true
 		}
 	}
-	if p, err := rule.params.WithMaxDebt(debt); err != nil {
-		r.fail(n, a, "max_debt", err)
-	} else if paramsOK {
-		rule.params = p
-	}
+	r.withMaxDebt(rule, n, debt, a, paramsOK)
 	return true
 }

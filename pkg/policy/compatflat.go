@@ -216,9 +216,11 @@ func (r *reader) flatRule(domainName string, fp flatPath) *Rule {
 		return rule
 	}
 	rate, err := unitRate(l.rpu, l.unit)
+	var p bucket.Params
 	if err == nil {
-		rule.params, err = bucket.NewParams(int64(l.rpu), rate)
+		p, err = bucket.NewParams(int64(l.rpu), rate)
 	}
+	rule.Bands = []Band{{params: p}}
 	if err != nil {
 		r.fail(nil, at{domain: domainName, rule: rule.Name}, "rate_limit", err)
 		r.errs[len(r.errs)-1].Line = leaf.line

@@ -24,12 +24,16 @@ type Compiler struct {
 // messages) and versions its rules against prev, the policy now serving
 // (nil for the first):
 //
-//   - a rule of prev (same domain and name) whose capacity, refill rate,
-//     debt bound and on_resize are unchanged keeps the same *bucket.Version;
-//   - a changed rule gets prev's version.Next(id, params, now, on_resize);
-//   - a new rule, or one that had no bucket, starts a new lineage;
-//   - rules of prev that are gone (or lost their bucket) are removed when
-//     the new policy is activated.
+//   - each band of a rule (limits.go) versions apart, matched by position
+//     with the same rule of prev (same domain and name): a band whose
+//     capacity, refill rate, debt bound and the rule's on_resize are
+//     unchanged keeps the same *bucket.Version;
+//   - a changed band gets prev's band version.Next(id, params, now,
+//     on_resize): its balances convert under the rule's on_resize;
+//   - a new band (a new rule, one that had no bucket, or a position prev's
+//     rule had no band at) starts a new lineage: its buckets start full;
+//   - bands of prev that are gone (their rule, its bucket or the position)
+//     are removed when the new policy is activated.
 //
 // now is the monotonic instant (the store's clock) from which new versions
 // apply. A file that does not validate, or that has a rule Unsupported
@@ -52,15 +56,22 @@ func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int
 	for _, name := range p.names {
 		for _, r := range p.domains[name].rules {
 			if r.HasBucket() {
-				r.Version = c.version(r, prev.limited(r.Domain, r.Name), now)
+				c.versions(r, prev.limited(r.Domain, r.Name), now)
 			}
 		}
 	}
 	if prev != nil {
 		for _, name := range prev.names {
 			for _, old := range prev.domains[name].rules {
-				if old.HasBucket() && p.limited(old.Domain, old.Name) == nil {
-					p.removed = append(p.removed, old.Version.Lineage())
+				if !old.HasBucket() {
+					continue
+				}
+				kept := 0
+				if r := p.limited(old.Domain, old.Name); r != nil {
+					kept = len(r.Bands)
+				}
+				for _, b := range old.Bands[min(kept, len(old.Bands)):] {
+					p.removed = append(p.removed, b.Version.Lineage())
 				}
 			}
 		}
@@ -91,14 +102,21 @@ func (c *Compiler) supported(p *Policy) error {
 	return nil
 }
 
-func (c *Compiler) version(r, old *Rule, now int64) *bucket.Version {
-	switch {
-	case old == nil:
-		return bucket.NewVersion(c.lastID.Add(1), r.params, now)
-	case old.Version.Params == r.params && old.OnResize == r.OnResize:
-		return old.Version
+// versions sets the version of each band of r, which follows on from the
+// band at the same position of old (nil: none), and r.Version.
+func (c *Compiler) versions(r, old *Rule, now int64) {
+	for i := range r.Bands {
+		b := &r.Bands[i]
+		switch {
+		case old == nil || i >= len(old.Bands):
+			b.Version = bucket.NewVersion(c.lastID.Add(1), b.params, now)
+		case old.Bands[i].Version.Params == b.params && old.OnResize == r.OnResize:
+			b.Version = old.Bands[i].Version
+		default:
+			b.Version = old.Bands[i].Version.Next(c.lastID.Add(1), b.params, now, r.OnResize)
+		}
 	}
-	return old.Version.Next(c.lastID.Add(1), r.params, now, r.OnResize)
+	r.Version = r.Bands[0].Version
 }
 
 // limited returns the limited rule of a domain by name; nil when p is nil
@@ -132,8 +150,8 @@ func Parse(file string, data []byte) (*Policy, error) {
 func (p *Policy) Activate() {
 	for _, d := range p.domains {
 		for _, r := range d.rules {
-			if r.Version != nil {
-				r.Version.Lineage().Publish(r.Version)
+			for _, b := range r.Bands {
+				b.Version.Lineage().Publish(b.Version)
 			}
 		}
 	}

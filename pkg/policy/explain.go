@@ -143,15 +143,16 @@ func (e *Explanation) String() string {
 	case r.Deny:
 		b.WriteString("  capacity 0: always OVER_LIMIT, no bucket\n")
 	case r.PostPaid():
-		pr := r.Version.Params
-		fmt.Fprintf(&b, "  capacity %d, refill %s, charge %s, max_debt %d, on_resize %s, on_store_error %s\n",
-			pr.Capacity(), pr.Rate(), r.Charge, pr.MaxDebt(), r.OnResize, r.OnStoreError)
+		fmt.Fprintf(&b, "  %s, charge %s, max_debt %s, on_resize %s, on_store_error %s\n",
+			r.bandsString(), r.Charge, r.maxDebtString(), r.OnResize, r.OnStoreError)
 		b.WriteString("  post-paid: a descriptor with its own hits_addend above 0 reports usage (always charged, down to -max_debt);\n" +
 			"  any other checks that a token is left, charging nothing\n")
 	default:
-		pr := r.Version.Params
-		fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",
-			pr.Capacity(), pr.Rate(), r.Cost, r.MaxCost, r.OnResize, r.OnStoreError)
+		fmt.Fprintf(&b, "  %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",
+			r.bandsString(), r.Cost, r.MaxCost, r.OnResize, r.OnStoreError)
+	}
+	if len(r.Bands) > 1 {
+		b.WriteString("  the limits are decided together: a descriptor is charged on every one or on none\n")
 	}
 	if r.Limit.Given || r.Limit.Name != r.Name {
 		fmt.Fprintf(&b, "  current_limit: %d per %s, name %q\n", r.Limit.RequestsPerUnit, r.Limit.Unit, r.Limit.Name)
@@ -161,6 +162,9 @@ func (e *Explanation) String() string {
 	}
 	if r.HasBucket() {
 		fmt.Fprintf(&b, "  bucket key: %s\n  bucket key bytes: %q\n", r.KeyString(e.Entries), e.Key)
+		if len(r.Bands) > 1 {
+			b.WriteString("  (the first limit's: each further limit's key is this one followed by \"#\" and its position, 1 for the second)\n")
+		}
 		if e.KeyHash != "" {
 			fmt.Fprintf(&b, "  bucket key hash: %s (key in dynamic metadata, the decision log and /debug/candidate)\n", e.KeyHash)
 		} else {

@@ -9,7 +9,6 @@ package policy
 import (
 	"bytes"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -38,6 +37,7 @@ type nativeRule struct {
 	Quota        bool          `yaml:"quota,omitempty"`
 	CurrentLimit *nativeLimit  `yaml:"current_limit,omitempty"`
 	Replaces     []string      `yaml:"replaces,omitempty,flow"`
+	Limits       []nativeBand  `yaml:"limits,omitempty"`
 }
 
 type nativeEntry struct {
@@ -107,27 +107,18 @@ func nativeOf(r *Rule) nativeRule {
 		nr.Capacity = &zero
 		return nr
 	}
-	pr := r.params
-	if r.Version != nil {
-		pr = r.Version.Params
-	}
-	capacity := pr.Capacity()
-	nr.Capacity = &capacity
-	nr.Refill = pr.Rate().String()
-	if per, ok := unitPeriods[r.Limit.Unit]; ok && r.Limit.Given {
-		nr.Refill = strconv.FormatUint(uint64(r.Limit.RequestsPerUnit), 10) + "/" + per
-	}
+	nativeBands(&nr, r)
 	switch {
 	case r.PostPaid():
 		nr.Charge = r.Charge.String()
-		if debt := pr.MaxDebt(); debt != capacity {
+		if debt, given := r.maxDebtGiven(); given {
 			nr.MaxDebt = &debt
 		}
 	default:
 		if r.Cost != 1 {
 			nr.Cost = &r.Cost
 		}
-		if r.MaxCost != capacity {
+		if r.MaxCost != r.minCapacity() {
 			nr.MaxCost = &r.MaxCost
 		}
 	}

@@ -41,8 +41,10 @@ func (rs *reqState) decideLocal(ctx context.Context, local store.Store) {
 		}
 		switch ds.rule.OnStoreError {
 		case policy.StoreErrorLocal:
-			f.index[ds.item] = len(f.req.Items)
-			f.req.Items = append(f.req.Items, b.req.Items[ds.item])
+			for j, it := range ds.items(b) {
+				f.index[ds.item+j] = len(f.req.Items)
+				f.req.Items = append(f.req.Items, it)
+			}
 		case policy.StoreErrorDeny:
 			deny = true
 		}
@@ -71,7 +73,10 @@ func (rs *reqState) localResult(ds *desc) (store.Result, bool) {
 	if !f.ran || f.err != nil || ds.item >= len(f.index) || f.index[ds.item] < 0 {
 		return store.Result{}, false
 	}
-	r := f.results[f.index[ds.item]]
+	// The local items of ds follow one another, as in the batch.
+	local := desc{item: f.index[ds.item], bands: ds.bands}
+	var r store.Result
+	ds.band, r = local.deciding(f.results)
 	// All or nothing across the local items, as a store answers.
 	r.Allowed = r.Allowed && f.out.Allowed
 	return r, true

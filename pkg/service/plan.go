@@ -44,6 +44,7 @@ type reqState struct {
 // batch is one store call: the enforced descriptors, or the shadow ones.
 type batch struct {
 	req     store.Request
+	spans   []keySpan // each item's key in reqState.keys
 	results []store.Result
 	out     store.Outcome
 	err     error
@@ -62,8 +63,9 @@ type desc struct {
 	quotaOver bool
 	refusal   string // why it was refused before the store, "" if not
 	cost      int64  // asked of its bucket (a refusal's too, when it has one)
-	keyStart  int
-	keyEnd    int
+	// bands is how many items the descriptor has from item on, one per
+	// band of its rule (bands.go); band is the one its verdict took.
+	bands, band int
 }
 
 func (rs *reqState) reset() {
@@ -75,7 +77,7 @@ func (rs *reqState) reset() {
 }
 
 func (b *batch) reset() {
-	b.req.Items = b.req.Items[:0]
+	b.req.Items, b.spans = b.req.Items[:0], b.spans[:0]
 	b.req.ID = ""
 	b.out, b.err = store.Outcome{}, nil
 	b.local.reset()
@@ -116,12 +118,7 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 				if ds.refusal != "" {
 					cost = 0
 				}
-				ds.keyStart = len(rs.keys)
-				rs.keys = ds.rule.AppendKey(rs.keys, entries)
-				ds.keyEnd = len(rs.keys)
-				b := rs.batch(ds.rule)
-				ds.item = len(b.req.Items)
-				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost, Charge: charge, Revision: pol.Revision()})
+				rs.addBands(ds, entries, store.Item{Cost: cost, Charge: charge, Revision: pol.Revision()})
 			}
 		}
 		switch {
@@ -139,9 +136,9 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 		rs.refused = true // every quota descriptor is refused: so is the request
 	}
 	// rs.keys no longer grows: the items' keys can now alias it.
-	for _, ds := range rs.descs {
-		if ds.item >= 0 {
-			rs.batch(ds.rule).req.Items[ds.item].Key = unsafe.String(&rs.keys[ds.keyStart], ds.keyEnd-ds.keyStart)
+	for _, b := range [2]*batch{&rs.enforced, &rs.shadow} {
+		for i, sp := range b.spans {
+			b.req.Items[i].Key = unsafe.String(&rs.keys[sp.start], sp.end-sp.start)
 		}
 	}
 }
@@ -220,7 +217,7 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 	}
 	if d.IsNegativeHits {
 		// A refund beyond capacity fills the bucket, no more.
-		return -int64(min(c, uint64(r.Version.Params.Capacity()))), charge, ""
+		return -int64(min(c, uint64(r.LargestCapacity()))), charge, ""
 	}
 	if charge == store.Prepaid && c > uint64(r.MaxCost) {
 		return int64(min(c, math.MaxInt64)), charge, fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
