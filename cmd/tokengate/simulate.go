@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/simulate"
 )
@@ -25,6 +27,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	compare := fs.String("compare", "", "a second policy file or directory, replayed side by side with --policy")
 	maxBuckets := fs.Int("max-buckets", simulate.DefaultMaxBuckets, "the memory store's bucket cap, as tokengate serve's --max-buckets")
 	hot := fs.Int("hot", 3, "with --plot: how many of the hottest buckets of each policy to draw")
+	start := fs.String("start", "", "the wall time of the trace's t=0, RFC3339 (2026-03-28T12:00:00+01:00), where calendar budgets' periods are counted from (default 1970-01-01T00:00:00Z)")
 	if err := parseFlags(fs, args); err != nil {
 		return withNotes(err, simulateNotes)
 	}
@@ -36,14 +39,26 @@ func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	case *format != "text" && *format != "json":
 		return fmt.Errorf("simulate: --format %q: want text or json", *format)
 	}
+	var anchor clock.Anchor
+	if *start != "" {
+		t, err := time.Parse(time.RFC3339Nano, *start)
+		if err != nil {
+			return fmt.Errorf("simulate: --start %q: want an RFC 3339 time, such as 2026-03-28T12:00:00+01:00", *start)
+		}
+		anchor = clock.AnchorAt(t, 0)
+	}
 	files := []string{*file}
 	if *compare != "" {
 		files = append(files, *compare)
 	}
 	pols := make([]*policy.Policy, len(files))
 	for i, f := range files {
-		var err error
-		if pols[i], err = readPolicy(f); err != nil {
+		pf, err := policy.ReadFiles(f)
+		if err == nil {
+			// The trace's t=0 is the simulated clock's reading 0.
+			pols[i], err = (&policy.Compiler{Anchor: anchor}).CompileFiles(f, pf, nil, 0)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/clock"
 )
 
 // Compiler compiles policy files into Policies whose rules carry parameter
@@ -17,7 +18,11 @@ type Compiler struct {
 	// with that error, at the rule's line, as an invalid field is. Set it
 	// before the first Compile.
 	Unsupported func(*Rule) error
-	lastID      atomic.Uint64
+	// Anchor maps the store's clock onto the wall clock, for calendar
+	// budgets (budget.go): taken once when the process starts (its
+	// clock's clock.Monotonic.Anchor). Set it before the first Compile.
+	Anchor clock.Anchor
+	lastID atomic.Uint64
 }
 
 // Compile parses and validates the policy file data (file names it in
@@ -30,8 +35,9 @@ type Compiler struct {
 //     unchanged keeps the same *bucket.Version;
 //   - a changed band gets prev's band version.Next(id, params, now,
 //     on_resize): its balances convert under the rule's on_resize;
-//   - a new band (a new rule, one that had no bucket, or a position prev's
-//     rule had no band at) starts a new lineage: its buckets start full;
+//   - a new band (a new rule, one that had no bucket, a position prev's
+//     rule had no band at, or a band whose kind, budget period or time
+//     zone changed) starts a new lineage: its buckets start full;
 //   - bands of prev that are gone (their rule, its bucket or the position)
 //     are removed when the new policy is activated.
 //
@@ -66,12 +72,11 @@ func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int
 				if !old.HasBucket() {
 					continue
 				}
-				kept := 0
-				if r := p.limited(old.Domain, old.Name); r != nil {
-					kept = len(r.Bands)
-				}
-				for _, b := range old.Bands[min(kept, len(old.Bands)):] {
-					p.removed = append(p.removed, b.Version.Lineage())
+				r := p.limited(old.Domain, old.Name)
+				for i, b := range old.Bands {
+					if r == nil || i >= len(r.Bands) || r.Bands[i].Version.Lineage() != b.Version.Lineage() {
+						p.removed = append(p.removed, b.Version.Lineage())
+					}
 				}
 			}
 		}
@@ -107,13 +112,20 @@ func (c *Compiler) supported(p *Policy) error {
 func (c *Compiler) versions(r, old *Rule, now int64) {
 	for i := range r.Bands {
 		b := &r.Bands[i]
+		if b.Budget != nil {
+			b.Budget.anchor = c.Anchor
+		}
 		switch {
-		case old == nil || i >= len(old.Bands):
+		case old == nil || i >= len(old.Bands) || !sameSchedule(&old.Bands[i], b):
 			b.Version = bucket.NewVersion(c.lastID.Add(1), b.params, now)
 		case old.Bands[i].Version.Params == b.params && old.OnResize == r.OnResize:
 			b.Version = old.Bands[i].Version
+			continue
 		default:
 			b.Version = old.Bands[i].Version.Next(c.lastID.Add(1), b.params, now, r.OnResize)
+		}
+		if b.Budget != nil {
+			b.Version.Horizon = b.Budget
 		}
 	}
 	r.Version = r.Bands[0].Version

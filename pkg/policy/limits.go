@@ -23,7 +23,7 @@ import (
 const MaxBands = 4
 
 // bandFields are the fields of one entry of limits.
-var bandFields = []string{"capacity", "refill"}
+var bandFields = []string{"capacity", "refill", "budget", "per", "time_zone"}
 
 // Band is one limit of a rule: a bucket per descriptor the rule matches.
 // Its fields are read-only, like the Rule's.
@@ -31,7 +31,10 @@ type Band struct {
 	// Version is the band's parameter version in this policy; the bands
 	// of a rule version apart (Compiler.Compile).
 	Version *bucket.Version
-	params  bucket.Params // what Version.Params will be, before versioning
+	// Budget is a calendar budget's schedule (budget.go); nil for a
+	// bucket that refills.
+	Budget *Budget
+	params bucket.Params // what Version.Params will be, before versioning
 }
 
 // bands reads the rule's limits, or its one-band shorthand, into
@@ -53,7 +56,7 @@ func (r *reader) bands(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at) 
 		}
 	}
 	if ln.Kind != yaml.SequenceNode || len(ln.Content) == 0 || len(ln.Content) > MaxBands {
-		r.fail(ln, a, "limits", fmt.Errorf("want a list of 1 to %d limits, each {capacity, refill}, got %s", MaxBands, describe(ln)))
+		r.fail(ln, a, "limits", fmt.Errorf("want a list of 1 to %d limits, each {capacity, refill} or {budget, per, time_zone}, got %s", MaxBands, describe(ln)))
 		return false, false
 	}
 	ok = true
@@ -63,6 +66,18 @@ func (r *reader) bands(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at) 
 		if bf == nil {
 			ok = false
 			continue
+		}
+		if bf["budget"] != nil {
+			p, b, bandOK := r.budget(bn, bf, a, field+".")
+			ok = ok && bandOK
+			rule.Bands = append(rule.Bands, Band{params: p, Budget: b})
+			continue
+		}
+		for _, only := range []string{"per", "time_zone"} {
+			if v := bf[only]; v != nil {
+				r.fail(v, a, field+"."+only, errors.New("only with budget"))
+				ok = false
+			}
 		}
 		p, capacity, capOK, bandOK := r.band(bn, bf, a, field+".", "missing")
 		if capOK && capacity == 0 {
@@ -151,32 +166,51 @@ func (rule *Rule) minCapacity() int64 {
 }
 
 // AppendBandKey appends the bucket key of band i of the descriptor entries
-// (which must be ones r matched) to dst: the rule's key (AppendKey) for
-// the first band, so that a rule's shorthand and its first band share
-// their buckets, and for every other band the rule's key followed by the
-// band's number. A rule's keys all have one number of entries, each
-// length-prefixed, so a suffix never makes one descriptor's key another's.
-func (r *Rule) AppendBandKey(dst []byte, entries []Entry, i int) []byte {
+// (which must be ones r matched) at the monotonic instant now to dst: the
+// rule's key (AppendKey) for a first band that refills, so that a rule's
+// shorthand and its first band share their buckets; for every other band
+// the rule's key followed by "#" and the band's number, and for a budget
+// its period and the wall time its current period started (Unix seconds),
+// so that each period is a bucket of its own. A rule's keys all have one
+// number of entries, each length-prefixed, so a suffix never makes one
+// descriptor's key another's.
+func (r *Rule) AppendBandKey(dst []byte, entries []Entry, i int, now int64) []byte {
 	dst = r.AppendKey(dst, entries)
-	if i == 0 {
+	b := &r.Bands[i]
+	if i == 0 && b.Budget == nil {
 		return dst
 	}
-	return binary.AppendUvarint(append(dst, '#'), uint64(i))
+	dst = binary.AppendUvarint(append(dst, '#'), uint64(i))
+	if b.Budget != nil {
+		start, _ := b.Budget.Bounds(now)
+		dst = binary.AppendVarint(append(dst, byte(b.Budget.Per)), b.Budget.StartUnix(start))
+	}
+	return dst
 }
 
 // nativeBand is one entry of limits as NativeYAML writes it.
 type nativeBand struct {
-	Capacity int64  `yaml:"capacity"`
-	Refill   string `yaml:"refill"`
+	Capacity int64  `yaml:"capacity,omitempty"`
+	Refill   string `yaml:"refill,omitempty"`
+	Budget   int64  `yaml:"budget,omitempty"`
+	Per      string `yaml:"per,omitempty"`
+	TimeZone string `yaml:"time_zone,omitempty"`
+}
+
+func nativeBandOf(b *Band) nativeBand {
+	if b.Budget != nil {
+		return nativeBand{Budget: b.params.Capacity(), Per: b.Budget.Per.String(), TimeZone: b.Budget.Location.String()}
+	}
+	return nativeBand{Capacity: b.params.Capacity(), Refill: b.params.Rate().String()}
 }
 
 // nativeBands writes r's bands into nr: the shorthand for one band (its
 // refill in the reference's unit when current_limit gave one), limits for
 // several.
 func nativeBands(nr *nativeRule, r *Rule) {
-	if len(r.Bands) > 1 {
-		for _, b := range r.Bands {
-			nr.Limits = append(nr.Limits, nativeBand{Capacity: b.params.Capacity(), Refill: b.params.Rate().String()})
+	if len(r.Bands) > 1 || r.Bands[0].Budget != nil {
+		for i := range r.Bands {
+			nr.Limits = append(nr.Limits, nativeBandOf(&r.Bands[i]))
 		}
 		return
 	}
@@ -209,6 +243,10 @@ func (rule *Rule) bandsString() string {
 	parts := make([]string, len(rule.Bands))
 	for i, b := range rule.Bands {
 		pr := b.Version.Params
+		if b.Budget != nil {
+			parts[i] = fmt.Sprintf("budget %d per %s in %s", pr.Capacity(), b.Budget.Per, b.Budget.Location)
+			continue
+		}
 		parts[i] = fmt.Sprintf("capacity %d, refill %s", pr.Capacity(), pr.Rate())
 	}
 	if len(parts) == 1 {
@@ -231,13 +269,16 @@ func (rule *Rule) maxDebtString() string {
 var limitsSchema = fieldSchema{typ: []string{"array"},
 	desc: fmt.Sprintf("Several limits (1 to %d), decided together: a descriptor is charged on every one or on none, and the one that refuses decides current_limit and retry-after. Instead of capacity and refill, which are the one-limit form.", MaxBands),
 	sub: func() (map[string]any, error) {
-		band, err := objectSchema("One limit: a bucket of its own.", bandFields, bandSchema, []string{"capacity", "refill"}, nil)
+		band, err := objectSchema("One limit: a bucket of its own, refilling (capacity, refill) or a calendar budget (budget, per, time_zone).", bandFields, bandSchema, nil, nil)
 		return map[string]any{"items": band, "minItems": 1, "maxItems": MaxBands}, err
 	}}
 
 var bandSchema = map[string]fieldSchema{
-	"capacity": {typ: []string{"integer"}, desc: "The burst, in tokens (1 or more)."},
-	"refill":   {typ: []string{"string"}, pattern: RatePattern, desc: refillDesc},
+	"capacity":  {typ: []string{"integer"}, desc: "The burst, in tokens (1 or more)."},
+	"budget":    {typ: []string{"integer"}, desc: "A calendar budget instead of capacity and refill: this many tokens, whole again at each period's start, never refilled within one."},
+	"per":       {typ: []string{"string"}, enum: []string{"day", "week", "month"}, desc: "With budget: the period (a week starts on Monday)."},
+	"time_zone": {typ: []string{"string"}, desc: "With budget: the IANA time zone the periods start in, such as Europe/Madrid (default UTC)."},
+	"refill":    {typ: []string{"string"}, pattern: RatePattern, desc: refillDesc},
 }
 
 // LargestCapacity is the largest capacity of the rule's bands: a refund

@@ -45,7 +45,7 @@ func TestParseBands(t *testing.T) {
 	// The first band's key is the rule's key (the shorthand's buckets are
 	// its first band's); the others differ from it and from each other.
 	e := entries("user_id", "alice")
-	k0, k1 := string(r.AppendBandKey(nil, e, 0)), string(r.AppendBandKey(nil, e, 1))
+	k0, k1 := string(r.AppendBandKey(nil, e, 0, 0)), string(r.AppendBandKey(nil, e, 1, 0))
 	if k0 != string(r.AppendKey(nil, e)) || k1 == k0 || strings.HasPrefix(string(r.AppendKey(nil, entries("user_id", "alice#"))), k1) {
 		t.Errorf("band keys %q, %q", k0, k1)
 	}
@@ -74,7 +74,7 @@ func TestParseBandErrors(t *testing.T) {
 			`policy.yaml:6: domain "edge" rule "r": limits[1]: unknown field "burst"`},
 		{"empty limits", rule("      limits: []\n"), `policy.yaml:5: domain "edge" rule "r": limits: want a list of 1 to 4 limits`},
 		{"too many", rule("      limits:\n" + strings.Repeat("        - {capacity: 1, refill: 1/s}\n", 5)), `limits: want a list of 1 to 4 limits`},
-		{"not a list", rule("      limits: {capacity: 1, refill: 1/s}\n"), `limits: want a list of 1 to 4 limits, each {capacity, refill}, got a mapping`},
+		{"not a list", rule("      limits: {capacity: 1, refill: 1/s}\n"), `limits: want a list of 1 to 4 limits, each {capacity, refill} or {budget, per, time_zone}, got a mapping`},
 		{"cost over a band", rule("      cost: 6\n      limits:\n        - {capacity: 10, refill: 1/s}\n        - {capacity: 5, refill: 1/m}\n"),
 			`policy.yaml:5: domain "edge" rule "r": cost: 6 exceeds capacity 5`},
 		{"current_limit rate with bands", rule("      current_limit: {requests_per_unit: 1, unit: second}\n      limits:\n        - {capacity: 10, refill: 1/s}\n        - {capacity: 5, refill: 1/m}\n"),

@@ -15,14 +15,19 @@ import (
 type keySpan struct{ start, end int }
 
 // addBands appends one item of ds's rule per band to its batch, each
-// like it (cost, charge, revision) with the band's version and key.
-func (rs *reqState) addBands(ds *desc, entries []policy.Entry, it store.Item) {
+// like it (cost, charge, revision) with the band's version and key at now.
+func (rs *reqState) addBands(ds *desc, entries []policy.Entry, it store.Item, now int64) {
 	b := rs.batch(ds.rule)
 	ds.item, ds.bands = len(b.req.Items), len(ds.rule.Bands)
 	for j := range ds.rule.Bands {
 		start := len(rs.keys)
-		rs.keys = ds.rule.AppendBandKey(rs.keys, entries, j)
+		rs.keys = ds.rule.AppendBandKey(rs.keys, entries, j, now)
 		b.spans = append(b.spans, keySpan{start, len(rs.keys)})
+		var end int64
+		if bud := ds.rule.Bands[j].Budget; bud != nil {
+			_, end = bud.Bounds(now)
+		}
+		b.ends = append(b.ends, end)
 		it.Version = ds.rule.Bands[j].Version
 		b.req.Items = append(b.req.Items, it)
 	}
@@ -75,4 +80,24 @@ func decides(a, b *store.Result) bool {
 		return a.Never
 	}
 	return a.RetryAfter > b.RetryAfter
+}
+
+// untilPeriodEnds sets the waits of the calendar budgets' answers (ends[i]
+// > 0: the period's end): a budget never refills, so what it lacks, and
+// whatever it has spent, comes back when its period ends and the next
+// period's bucket is whole.
+func untilPeriodEnds(ends []int64, results []store.Result, now int64) {
+	for i, end := range ends {
+		if end == 0 {
+			continue
+		}
+		r := &results[i]
+		wait := max(end-now, 1)
+		if !r.Allowed && !r.Never {
+			r.RetryAfter = wait
+		}
+		if r.ResetAfter > 0 {
+			r.ResetAfter = wait
+		}
+	}
 }

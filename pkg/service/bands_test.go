@@ -46,7 +46,7 @@ func (f *fixture) balance(t *testing.T, rule string, band int, kv ...string) int
 	for i := 0; i < len(kv); i += 2 {
 		entries = append(entries, policy.Entry{Key: kv[i], Value: kv[i+1]})
 	}
-	req := &store.Request{Now: f.clk.Now(), Items: []store.Item{{Key: string(r.AppendBandKey(nil, entries, band)), Version: r.Bands[band].Version}}}
+	req := &store.Request{Now: f.clk.Now(), Items: []store.Item{{Key: string(r.AppendBandKey(nil, entries, band, f.clk.Now())), Version: r.Bands[band].Version}}}
 	res := make([]store.Result, 1)
 	if _, err := f.store.Decide(context.Background(), req, res); err != nil {
 		t.Fatal(err)

@@ -16,14 +16,15 @@ import (
 type fallback struct {
 	req     store.Request
 	results []store.Result
-	index   []int // batch item -> index in req.Items, -1 when not local
+	index   []int   // batch item -> index in req.Items, -1 when not local
+	ends    []int64 // each item's period end (batch.ends)
 	out     store.Outcome
 	err     error
 	ran     bool
 }
 
 func (f *fallback) reset() {
-	f.req.Items, f.index = f.req.Items[:0], f.index[:0]
+	f.req.Items, f.index, f.ends = f.req.Items[:0], f.index[:0], f.ends[:0]
 	f.out, f.err, f.ran = store.Outcome{}, nil, false
 }
 
@@ -44,6 +45,7 @@ func (rs *reqState) decideLocal(ctx context.Context, local store.Store) {
 			for j, it := range ds.items(b) {
 				f.index[ds.item+j] = len(f.req.Items)
 				f.req.Items = append(f.req.Items, it)
+				f.ends = append(f.ends, b.ends[ds.item+j])
 			}
 		case policy.StoreErrorDeny:
 			deny = true
@@ -61,6 +63,9 @@ func (rs *reqState) decideLocal(ctx context.Context, local store.Store) {
 	}
 	f.results = f.results[:len(f.req.Items)]
 	f.out, f.err = local.Decide(ctx, &f.req, f.results)
+	if f.err == nil {
+		untilPeriodEnds(f.ends, f.results, f.req.Now)
+	}
 	f.ran = true
 }
 

@@ -45,6 +45,7 @@ type reqState struct {
 type batch struct {
 	req     store.Request
 	spans   []keySpan // each item's key in reqState.keys
+	ends    []int64   // each item's period end, a calendar budget's; else 0
 	results []store.Result
 	out     store.Outcome
 	err     error
@@ -77,7 +78,7 @@ func (rs *reqState) reset() {
 }
 
 func (b *batch) reset() {
-	b.req.Items, b.spans = b.req.Items[:0], b.spans[:0]
+	b.req.Items, b.spans, b.ends = b.req.Items[:0], b.spans[:0], b.ends[:0]
 	b.req.ID = ""
 	b.out, b.err = store.Outcome{}, nil
 	b.local.reset()
@@ -85,8 +86,9 @@ func (b *batch) reset() {
 
 // plan matches every descriptor of domain to its rule, drops the rules
 // that others of the request replace, works out each cost (hits is the
-// request's hits_addend) and builds each bucket key.
-func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32) {
+// request's hits_addend) and builds each bucket key (a calendar budget's
+// for the period that holds now).
+func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32, now int64) {
 	rs.reset()
 	idKey := pol.RequestIDKey()
 	for _, d := range descriptors {
@@ -118,7 +120,7 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 				if ds.refusal != "" {
 					cost = 0
 				}
-				rs.addBands(ds, entries, store.Item{Cost: cost, Charge: charge, Revision: pol.Revision()})
+				rs.addBands(ds, entries, store.Item{Cost: cost, Charge: charge, Revision: pol.Revision()}, now)
 			}
 		}
 		switch {
@@ -266,4 +268,7 @@ func (b *batch) run(ctx context.Context, st store.Store, now int64) {
 	}
 	b.results = b.results[:n]
 	b.out, b.err = st.Decide(ctx, &b.req, b.results)
+	if b.err == nil {
+		untilPeriodEnds(b.ends, b.results, now)
+	}
 }

@@ -131,6 +131,11 @@ func currentLimits(r *policy.Rule) []*rlsv3.RateLimitResponse_RateLimit {
 		switch {
 		case r.Limit.Given:
 			l.RequestsPerUnit, l.Unit = r.Limit.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(r.Limit.Unit)
+		case r.HasBucket() && r.Bands[i].Budget != nil:
+			// A calendar budget: its tokens per its period.
+			b := &r.Bands[i]
+			l.RequestsPerUnit = uint32(min(b.Version.Params.Capacity(), 1<<32-1))
+			l.Unit = rlsv3.RateLimitResponse_RateLimit_Unit(b.Budget.Per.Unit())
 		case r.HasBucket():
 			l.RequestsPerUnit, l.Unit = envoyRate(r.Bands[i].Version.Params.Rate())
 		}

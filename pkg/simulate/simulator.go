@@ -166,7 +166,9 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 			k = 1
 		}
 		c := calls[k]
-		s.key = r.AppendKey(s.key[:0], s.entries(req.Descriptors[i]))
+		if r.HasBucket() {
+			s.key = r.AppendBandKey(s.key[:0], s.entries(req.Descriptors[i]), 0, s.clk.Now())
+		}
 		// A rule of several limits has an item per band, the first band's
 		// first; the verdict says which band decided.
 		bands := len(r.Bands)
