@@ -162,8 +162,9 @@ func (e *Explanation) String() string {
 	}
 	if r.HasBucket() {
 		fmt.Fprintf(&b, "  bucket key: %s\n  bucket key bytes: %q\n", r.KeyString(e.Entries), e.Key)
-		if len(r.Bands) > 1 {
-			b.WriteString("  (the first limit's: each further limit's key is this one followed by \"#\" and its position, 1 for the second)\n")
+		if !r.Plain() {
+			b.WriteString("  (the rule's: each further limit's key is this one followed by \"#\" and its position, 1 for the second;\n" +
+				"  a calendar budget's adds its period and the period's start, so each period is a bucket of its own)\n")
 		}
 		if e.KeyHash != "" {
 			fmt.Fprintf(&b, "  bucket key hash: %s (key in dynamic metadata, the decision log and /debug/candidate)\n", e.KeyHash)

@@ -241,19 +241,28 @@ func (rule *Rule) maxDebtGiven() (int64, bool) {
 // several.
 func (rule *Rule) bandsString() string {
 	parts := make([]string, len(rule.Bands))
-	for i, b := range rule.Bands {
-		pr := b.Version.Params
-		if b.Budget != nil {
-			parts[i] = fmt.Sprintf("budget %d per %s in %s", pr.Capacity(), b.Budget.Per, b.Budget.Location)
-			continue
-		}
-		parts[i] = fmt.Sprintf("capacity %d, refill %s", pr.Capacity(), pr.Rate())
+	for i := range rule.Bands {
+		parts[i] = rule.Bands[i].String()
 	}
 	if len(parts) == 1 {
 		return parts[0]
 	}
 	return "limits [" + strings.Join(parts, "; ") + "]"
 }
+
+// String describes the band: "capacity 10, refill 1/s", or "budget 1000
+// per month in Europe/Madrid".
+func (b *Band) String() string {
+	pr := b.Version.Params
+	if b.Budget != nil {
+		return fmt.Sprintf("budget %d per %s in %s", pr.Capacity(), b.Budget.Per, b.Budget.Location)
+	}
+	return fmt.Sprintf("capacity %d, refill %s", pr.Capacity(), pr.Rate())
+}
+
+// Plain reports whether the rule's limit is the one-band shorthand: one
+// band that refills, all of it said by Version.Params.
+func (rule *Rule) Plain() bool { return len(rule.Bands) == 1 && rule.Bands[0].Budget == nil }
 
 // maxDebtString is the rule's debt bound for explain: one number, or each
 // band's.

@@ -6,14 +6,20 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"pgregory.net/rapid"
 
+	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
+	"github.com/tokengate/tokengate/pkg/store/redis"
+	"github.com/tokengate/tokengate/pkg/store/redis/redisconn"
 )
 
 const bandsPolicy = `
@@ -58,7 +64,28 @@ func (f *fixture) balance(t *testing.T, rule string, band int, kv ...string) int
 // none, and the band that refuses decides current_limit and retry-after;
 // when all pass, the one with the fewest tokens left does.
 func TestBandsDecideTogether(t *testing.T) {
-	f := newBandsFixture(t)
+	bandsDecideTogether(t, newBandsFixture(t))
+}
+
+// TestBandsDecideTogetherRedis: the same on a real redis-server, to which
+// bands are ordinary buckets of one request.
+func TestBandsDecideTogetherRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	client, err := redisconn.Dial(redisconn.Config{Addr: srv.Addr(), DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	bandsDecideTogether(t, newFixtureWith(t, bandsPolicy, func(clk *clock.Fake) store.Store {
+		st, err := redis.New(redis.Options{Client: client, KeyPrefix: "bands:", Timeout: 5 * time.Second, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}, nil))
+}
+
+func bandsDecideTogether(t *testing.T, f *fixture) {
 	perMinute := func(n uint32) *rlsv3.RateLimitResponse_RateLimit {
 		return &rlsv3.RateLimitResponse_RateLimit{Name: "llm", RequestsPerUnit: n, Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE}
 	}
@@ -188,4 +215,70 @@ func TestBandsModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+const benchBandsPolicy = `
+domains:
+  edge:
+    - {name: one, match: [{key: one}], capacity: 1000000, refill: 1000/s}
+    - name: two
+      match: [{key: two}]
+      limits:
+        - {capacity: 1000000, refill: 1000/s}
+        - {capacity: 100000000, refill: 100000000/d}
+    - name: budget
+      match: [{key: budget}]
+      limits:
+        - {capacity: 1000000, refill: 1000/s}
+        - {budget: 100000000, per: month, time_zone: Europe/Madrid}
+`
+
+// BenchmarkBands is a decision of one descriptor on the memory store over
+// 100,000 users, for a rule of one limit, of two, and of a limit and a
+// calendar budget: what a band adds.
+func BenchmarkBands(b *testing.B) {
+	for _, key := range []string{"one", "two", "budget"} {
+		b.Run(key, func(b *testing.B) {
+			svc := newFixtureWith(b, benchBandsPolicy, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) }, nil).svc
+			d := descr(key, "u")
+			req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
+			users := benchUserNames()
+			benchLoop(b, svc, req, func(i int) { d.Entries[0].Value = users[i%len(users)] })
+		})
+	}
+}
+
+// TestBandsShadowAndCandidate: a shadow rule of several limits answers OK
+// and counts its refusal; a candidate policy of several limits decides
+// them on its own store and never the answer.
+func TestBandsShadowAndCandidate(t *testing.T) {
+	src := func(shadow string) string {
+		return "domains:\n  edge:\n    - name: per-user\n      match: [{key: user_id}]\n" + shadow +
+			"      limits:\n        - {capacity: 10, refill: 1/m}\n        - {capacity: 3, refill: 1/h}\n"
+	}
+	f := newFixtureWith(t, src("      shadow: true\n"), func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) }, nil)
+	for range 4 {
+		if r := f.call(t, 0, descr("user_id", "a")); r.OverallCode != ok {
+			t.Fatalf("a shadow rule refused: %v", r)
+		}
+	}
+	if got := testutil.ToFloat64(f.m.Decisions.WithLabelValues("edge", "per-user", metrics.ResultShadowOverLimit)); got != 1 {
+		t.Errorf("shadow_over_limit %v, want 1 (the second limit's fourth request)", got)
+	}
+
+	g := newFixture(t, nil)
+	cand, err := policy.Parse("c.yaml", []byte(src("")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand.Activate()
+	cm := withCandidate(t, g, perUserPolicy(t, "10"), cand)
+	for range 4 {
+		if r := g.call(t, 0, descr("user_id", "a")); r.OverallCode != ok {
+			t.Fatalf("the candidate decided the answer: %v", r)
+		}
+	}
+	if got := testutil.ToFloat64(cm.Decisions.WithLabelValues("edge", "per-user", metrics.ResultOverLimit)); got != 1 {
+		t.Errorf("candidate over_limit %v, want 1", got)
+	}
 }

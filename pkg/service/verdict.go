@@ -95,7 +95,8 @@ type Verdict struct {
 	// Debt is how far below zero the bucket is after the decision, in
 	// whole tokens (a post-paid rule's reports take it there); Forgiven
 	// what of a report was beyond the rule's max_debt and not charged (0
-	// for a replayed answer, which charged nothing).
+	// for a replayed answer, which charged nothing; of a rule of several
+	// limits, the most any of them did not charge).
 	Debt, Forgiven int64
 
 	info    *ruleInfo // Rule's entry in the rule table; nil without a rule
