@@ -1,6 +1,10 @@
 package policy
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +126,40 @@ func TestParseBudgetErrors(t *testing.T) {
 	}
 	if q := mustParse(t, string(out)); q.Rule("edge", "r").Bands[0].Budget.Per != PerMonth {
 		t.Error("the exported budget does not read back")
+	}
+}
+
+// TestNoWallClockInDecisions: nothing a decision runs reads the wall
+// clock (time.Now, time.Since, time.Until): periods come from the
+// store's monotonic reading through the anchor taken once in cmd/, so a
+// step of the wall clock moves no boundary.
+func TestNoWallClockInDecisions(t *testing.T) {
+	for _, dir := range []string{".", "../bucket", "../service", "../store", "../store/memory", "../clock"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: %v (%d files)", dir, err, len(files))
+		}
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				id, ok := sel.X.(*ast.Ident)
+				reads := ok && id.Name == "time" && (sel.Sel.Name == "Now" || sel.Sel.Name == "Since" || sel.Sel.Name == "Until")
+				// The monotonic clock itself is the one reader (pkg/clock).
+				if reads && name != filepath.Join("../clock", "clock.go") {
+					t.Errorf("%s reads the wall clock: time.%s", name, sel.Sel.Name)
+				}
+				return true
+			})
+		}
 	}
 }

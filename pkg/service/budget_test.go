@@ -23,17 +23,11 @@ domains:
         - {budget: 250, per: month, time_zone: Europe/Madrid}
 `
 
-// TestBudgetAcrossMonthEnd: a calendar budget spent within its month
-// refuses, with retry-after the time to the month's end, comes back whole
-// at the boundary, and its past month's bucket is dropped by the sweep.
-func TestBudgetAcrossMonthEnd(t *testing.T) {
-	loc, err := time.LoadLocation("Europe/Madrid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Reading 0 is 2026-03-31 22:00 in Madrid: two hours to April.
-	anchor := clock.AnchorAt(time.Date(2026, 3, 31, 22, 0, 0, 0, loc), 0)
-	pol, err := (&policy.Compiler{Anchor: anchor}).Compile("p.yaml", []byte(budgetPolicy), nil, 0)
+// budgetService is a service of src on the memory store, its Compiler's
+// anchor mapping reading 0 to wall.
+func budgetService(t *testing.T, src string, wall time.Time) *fixture {
+	t.Helper()
+	pol, err := (&policy.Compiler{Anchor: clock.AnchorAt(wall, 0)}).Compile("p.yaml", []byte(src), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +38,65 @@ func TestBudgetAcrossMonthEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{svc: svc, clk: clk, store: st}
+	return &fixture{svc: svc, clk: clk, store: st}
+}
+
+// TestBudgetDSTDays: a daily budget spent half an hour into Madrid's DST
+// days waits for the next midnight: 22.5 h into the day of 23 hours, 24.5 h
+// into the day of 25.
+func TestBudgetDSTDays(t *testing.T) {
+	loc, err := time.LoadLocation("Europe/Madrid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const daily = "domains:\n  edge:\n    - name: d\n      match: [{key: user_id}]\n      limits:\n        - {budget: 5, per: day, time_zone: Europe/Madrid}\n"
+	for _, c := range []struct {
+		day   int
+		month time.Month
+		retry string
+	}{{29, time.March, "81000"}, {25, time.October, "88200"}, {24, time.October, "84600"}} {
+		f := budgetService(t, daily, time.Date(2026, c.month, c.day, 0, 30, 0, 0, loc))
+		if r := f.call(t, 5, descr("user_id", "a")); r.OverallCode != ok {
+			t.Fatalf("%v %d: the budget: %v", c.month, c.day, r)
+		}
+		r := f.call(t, 1, descr("user_id", "a"))
+		if r.OverallCode != over || header(r, HeaderRetryAfter) != c.retry {
+			t.Errorf("%v %d: %v, retry-after %q, want %s", c.month, c.day, r.OverallCode, header(r, HeaderRetryAfter), c.retry)
+		}
+		if d := r.Statuses[0].DurationUntilReset.AsDuration(); d != mustParseSeconds(t, c.retry) {
+			t.Errorf("%v %d: duration_until_reset %v, want %ss", c.month, c.day, d, c.retry)
+		}
+		f.clk.Set(int64(mustParseSeconds(t, c.retry)) - 1)
+		if r := f.call(t, 1, descr("user_id", "a")); r.OverallCode != over {
+			t.Errorf("%v %d: a nanosecond before midnight: %v", c.month, c.day, r.OverallCode)
+		}
+		f.clk.Set(int64(mustParseSeconds(t, c.retry)))
+		if r := f.call(t, 5, descr("user_id", "a")); r.OverallCode != ok {
+			t.Errorf("%v %d: at midnight: %v", c.month, c.day, r.OverallCode)
+		}
+	}
+}
+
+func mustParseSeconds(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s + "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestBudgetAcrossMonthEnd: a calendar budget spent within its month
+// refuses, with retry-after the time to the month's end, comes back whole
+// at the boundary, and its past month's bucket is dropped by the sweep.
+func TestBudgetAcrossMonthEnd(t *testing.T) {
+	loc, err := time.LoadLocation("Europe/Madrid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reading 0 is 2026-03-31 22:00 in Madrid: two hours to April.
+	f := budgetService(t, budgetPolicy, time.Date(2026, 3, 31, 22, 0, 0, 0, loc))
+	clk, st := f.clk, f.store.(*memory.Store)
 	for range 2 {
 		if r := f.call(t, 100, descr("user_id", "a")); r.OverallCode != ok {
 			t.Fatalf("within the budget: %v", r)
