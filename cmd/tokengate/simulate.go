@@ -16,8 +16,9 @@ import (
 )
 
 // simulateCmd is `tokengate simulate --policy FILE --trace FILE [--plot
-// OUT.png] [--format text|json] [--compare FILE2]`: it replays a trace
-// through the decision path on a simulated clock (package simulate).
+// OUT.png] [--format text|json] [--compare FILE2] [--start RFC3339]`: it
+// replays a trace through the decision path on a simulated clock (package
+// simulate).
 func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("simulate", pflag.ContinueOnError)
 	file := fs.String("policy", "", "the policy file or directory, in either format, to replay the trace through (required)")
