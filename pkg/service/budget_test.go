@@ -1,11 +1,13 @@
 package service
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"pgregory.net/rapid"
 
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
@@ -139,3 +141,61 @@ func TestBudgetAcrossMonthEnd(t *testing.T) {
 type rlsv3RateLimit = rlsv3.RateLimitResponse_RateLimit
 
 const monthUnit = rlsv3.RateLimitResponse_RateLimit_MONTH
+
+// TestBudgetModel: random requests over days and months in several zones
+// (one with a 30-minute DST change), through the service and the memory
+// store, against a plain model: what was spent per calendar date (or
+// month) of the request's wall time in the zone.
+func TestBudgetModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		zone := rapid.SampledFrom([]string{"UTC", "Europe/Madrid", "America/New_York", "Australia/Lord_Howe"}).Draw(rt, "zone")
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		per := rapid.SampledFrom([]string{"day", "week", "month"}).Draw(rt, "per")
+		budget := rapid.Int64Range(1, 20).Draw(rt, "budget")
+		start := time.Unix(rapid.Int64Range(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).Unix()).Draw(rt, "start"), 0)
+		src := "domains:\n  edge:\n    - name: b\n      match: [{key: k}]\n      limits:\n        - {budget: " + strconv.FormatInt(budget, 10) + ", per: " + per + ", time_zone: " + zone + "}\n"
+		f := budgetService(t, src, start)
+		// The model's period of a wall time: its date, its Monday's date,
+		// or its month, in the zone; and when the next one starts.
+		period := func(w time.Time) (string, time.Time) {
+			l := w.In(loc)
+			y, m, d := l.Date()
+			switch per {
+			case "week":
+				d -= (int(l.Weekday()) + 6) % 7
+				return time.Date(y, m, d, 12, 0, 0, 0, time.UTC).Format("2006-01-02"), time.Date(y, m, d+7, 0, 0, 0, 0, loc)
+			case "month":
+				return l.Format("2006-01"), time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+			}
+			return l.Format("2006-01-02"), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+		}
+		spent := map[string]int64{}
+		for range rapid.IntRange(1, 40).Draw(rt, "requests") {
+			now := f.clk.Add(time.Duration(rapid.Int64Range(0, int64(40*time.Hour)).Draw(rt, "wait")))
+			cost := rapid.Int64Range(1, budget).Draw(rt, "cost")
+			wall := start.Add(time.Duration(now))
+			id, next := period(wall)
+			allowed := spent[id]+cost <= budget
+			if allowed {
+				spent[id] += cost
+			}
+			r := f.call(t, uint32(cost), descr("k", "v"))
+			wantCode := ok
+			if !allowed {
+				wantCode = over
+			}
+			if r.OverallCode != wantCode || int64(r.Statuses[0].LimitRemaining) != budget-spent[id] {
+				rt.Fatalf("%v (%s) cost %d: %v remaining %d, want %v remaining %d", wall.In(loc), id, cost, r.OverallCode, r.Statuses[0].LimitRemaining, wantCode, budget-spent[id])
+			}
+			if !allowed {
+				want := strconv.FormatInt(CeilSeconds(next.Sub(wall)), 10)
+				if got := header(r, HeaderRetryAfter); got != want {
+					rt.Fatalf("%v: retry-after %q, want %q (to %v)", wall.In(loc), got, want, next)
+				}
+			}
+		}
+	})
+}
