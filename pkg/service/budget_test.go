@@ -199,3 +199,21 @@ func TestBudgetModel(t *testing.T) {
 		}
 	})
 }
+
+// TestBudgetDebtForgivenAtBoundary: a report may take a post-paid budget
+// into debt; checks are refused until the period ends, and the next
+// period starts whole: the debt does not carry over.
+func TestBudgetDebtForgivenAtBoundary(t *testing.T) {
+	const src = "domains:\n  edge:\n    - name: b\n      match: [{key: k}]\n      charge: after_response\n      limits:\n        - {budget: 100, per: day}\n"
+	f := budgetService(t, src, time.Date(2026, 6, 1, 23, 0, 0, 0, time.UTC))
+	if r := f.call(t, 0, hits(descr("k", "v"), 150)); r.OverallCode != over || r.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("a report into debt: %v", r)
+	}
+	if r := f.call(t, 0, descr("k", "v")); r.OverallCode != over || header(r, HeaderRetryAfter) != "3600" {
+		t.Fatalf("a check in debt: %v, retry-after %q, want 3600 (to midnight)", r.OverallCode, header(r, HeaderRetryAfter))
+	}
+	f.clk.Set(int64(time.Hour))
+	if r := f.call(t, 0, descr("k", "v")); r.OverallCode != ok || r.Statuses[0].LimitRemaining != 100 {
+		t.Fatalf("the next day: %v, want the whole budget", r)
+	}
+}
