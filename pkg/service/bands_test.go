@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"pgregory.net/rapid"
 
-	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
@@ -19,7 +18,6 @@ import (
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 	"github.com/tokengate/tokengate/pkg/store/redis"
-	"github.com/tokengate/tokengate/pkg/store/redis/redisconn"
 )
 
 const bandsPolicy = `
@@ -70,12 +68,7 @@ func TestBandsDecideTogether(t *testing.T) {
 // TestBandsDecideTogetherRedis: the same on a real redis-server, to which
 // bands are ordinary buckets of one request.
 func TestBandsDecideTogetherRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	client, err := redisconn.Dial(redisconn.Config{Addr: srv.Addr(), DialTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := redisClient(t)
 	bandsDecideTogether(t, newFixtureWith(t, bandsPolicy, func(clk *clock.Fake) store.Store {
 		st, err := redis.New(redis.Options{Client: client, KeyPrefix: "bands:", Timeout: 5 * time.Second, Clock: clk})
 		if err != nil {
