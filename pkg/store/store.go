@@ -20,7 +20,15 @@
 //     nothing.
 //
 // Result.Debt is the balance below zero after the item (whole tokens,
-// rounded up), Result.Forgiven what of a report was not charged. Every
+// rounded up), Result.Forgiven what of a report was not charged.
+//
+// # Budgets
+//
+// An item whose version has a Horizon (bucket.Version.Horizon: a calendar
+// budget's, whose params never refill, bucket.NewBudget) is decided like
+// any other; its bucket carries no information from Horizon.End(its
+// cursor) on, and a store drops it then (its key names its period, so no
+// later request asks for it). Every
 // number is an integer; a store that keeps state outside the process
 // (Redis) decides exactly what pkg/bucket does, and refuses with
 // ErrInvalid what it cannot decide yet.
