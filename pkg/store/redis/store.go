@@ -111,12 +111,12 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 			// Until the Lua decides them; serve refuses such policies first.
 			return store.Outcome{}, fmt.Errorf("%w: item %d: the Redis store does not decide post-paid items (charge: after_response) yet", store.ErrInvalid, i)
 		}
-		if err := budgetItem(req.Items[i], i); err != nil {
-			return store.Outcome{}, err
-		}
 	}
 	if len(req.Items) == 0 {
 		return store.Outcome{Allowed: true}, nil
+	}
+	if err := refuseBudgets(req); err != nil {
+		return store.Outcome{}, err
 	}
 	tags := requestTags(req)
 	if s.deny != nil && s.deny.answer(req, tags, results) {
