@@ -135,35 +135,50 @@ func TestOneRoundTrip(t *testing.T) {
 
 // TestCommandsPerDecision: the usual decision (buckets stored, no request
 // id) is one FCALL that runs one MGET and one SETRANGE per bucket it
-// charges, and nothing else.
+// charges, and nothing else: a pre-paid one, and a post-paid rule's check
+// (which charges nothing, so writes nothing) and report (charged, into a
+// debt too), each decided by the lean path.
 func TestCommandsPerDecision(t *testing.T) {
-	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv.Addr()), Options{})
-	v := storetest.Version(t, 1, 1_000_000, "100/s")
-	decide := func(i int) {
-		items := []store.Item{{Key: "a" + strconv.Itoa(i%5), Version: v, Cost: 1}, {Key: "b" + strconv.Itoa(i%7), Version: v, Cost: 1}}
-		if _, err := s.Decide(context.Background(), &store.Request{Items: items}, make([]store.Result, 2)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 35 { // every bucket stored
-		decide(i)
-	}
-	before := commandStats(t, srv.Addr())
-	const n = 200
-	for i := range n {
-		decide(i)
-	}
-	after := commandStats(t, srv.Addr())
-	want := map[string]int64{"fcall": n, "mget": n, "setrange": 2 * n, "info": 1}
-	for cmd, calls := range after {
-		if d := calls - before[cmd]; d != want[cmd] {
-			t.Errorf("%d %s for %d decisions, want %d", d, cmd, n, want[cmd])
-		}
-	}
-	// 35 buckets-new decisions first, all lean too (with expiry).
-	if lean, general := testutil.ToFloat64(s.metrics.lean), testutil.ToFloat64(s.metrics.general); lean != 35+n || general != 0 {
-		t.Errorf("decisions by path: lean %v, general %v; want %d and 0", lean, general, 35+n)
+	for _, tc := range []struct {
+		name     string
+		charge   store.Charge
+		cost     int64
+		setrange int64
+	}{
+		{"pre-paid", store.Prepaid, 1, 2},
+		{"check", store.Check, 0, 0},
+		{"report", store.Report, 40_000, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			s := newStore(t, newClient(t, srv.Addr()), Options{})
+			v := storetest.PostPaidVersion(t, 1, 1_000_000, "100/s", 100_000)
+			decide := func(i int, charge store.Charge, cost int64) {
+				items := []store.Item{{Key: "a" + strconv.Itoa(i%5), Version: v, Cost: cost, Charge: charge}, {Key: "b" + strconv.Itoa(i%7), Version: v, Cost: cost, Charge: charge}}
+				if _, err := s.Decide(context.Background(), &store.Request{Items: items}, make([]store.Result, 2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 35 { // every bucket stored
+				decide(i, store.Prepaid, 1)
+			}
+			before := commandStats(t, srv.Addr())
+			const n = 200
+			for i := range n {
+				decide(i, tc.charge, tc.cost)
+			}
+			after := commandStats(t, srv.Addr())
+			want := map[string]int64{"fcall": n, "mget": n, "setrange": tc.setrange * n, "info": 1}
+			for cmd, calls := range after {
+				if d := calls - before[cmd]; d != want[cmd] {
+					t.Errorf("%d %s for %d decisions, want %d", d, cmd, n, want[cmd])
+				}
+			}
+			// 35 buckets-new decisions first, all lean too (with expiry).
+			if lean, general := testutil.ToFloat64(s.metrics.lean), testutil.ToFloat64(s.metrics.general); lean != 35+n || general != 0 {
+				t.Errorf("decisions by path: lean %v, general %v; want %d and 0", lean, general, 35+n)
+			}
+		})
 	}
 }
 
