@@ -53,7 +53,8 @@ func warm(t testing.TB, s *Store, item store.Item) {
 }
 
 // TestTTLUntilFull: a bucket's key lives until the bucket is full again
-// and twice ClockStepTolerance, and a full bucket is deleted.
+// and twice ClockStepTolerance (one in debt too), and a full bucket is
+// deleted.
 func TestTTLUntilFull(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
@@ -85,6 +86,20 @@ func TestTTLUntilFull(t *testing.T) {
 	}, "an empty 1000/s bucket of 5 to expire")
 	if _, res := decide(t, s, 0, store.Item{Key: "b", Version: fast}); res[0].Remaining != 5 {
 		t.Fatalf("after expiry: %d tokens, want 5", res[0].Remaining)
+	}
+	// A bucket in debt lives until it is full again: its debt repaid, then
+	// its capacity refilled.
+	post := storetest.PostPaidVersion(t, 3, 10, "1/s", 100)
+	_, res = decide(t, s, 0, store.Item{Key: "c", Version: post, Cost: 40, Charge: store.Report})
+	if res[0].Debt != 30 || res[0].ResetAfter <= 39*int64(time.Second) || res[0].ResetAfter > 40*int64(time.Second) {
+		t.Fatalf("report of 40 on 10: %+v", res[0])
+	}
+	pttl, err = c.Do(context.Background(), c.B().Pttl().Key(s.bucketKey(tagBytes("c"))).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (res[0].ResetAfter+999_999)/1_000_000 + 2*tol.Milliseconds(); pttl > want || pttl < want-200 {
+		t.Fatalf("in debt: PTTL %dms, want about %dms (time until full and twice the tolerance)", pttl, want)
 	}
 }
 
