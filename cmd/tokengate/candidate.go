@@ -29,7 +29,7 @@ type candidatePolicy struct {
 // it is no candidate, and the live policy serves as ever; a bad file later
 // keeps the last good candidate, a removed one turns the candidate off.
 // The candidate compiles with a Compiler of its own: its buckets are in a
-// store of their own, of the live store's kind (newCompiler). Its top list
+// store of their own, of the live store's kind. Its top list
 // names buckets under keys, as the live service names them.
 func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometheus.Registerer, keys *keyhash.Key, log *slog.Logger) (*candidatePolicy, error) {
 	if s.CandidatePolicy == "" {
@@ -38,7 +38,7 @@ func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometh
 	m := metrics.NewCandidate(reg)
 	clog := log.With(slog.String("policy", "candidate"))
 	w, err := watch.New(watch.Options{
-		Path: s.CandidatePolicy, Clock: clk, Compiler: newCompiler(s), Logger: clog, Optional: true,
+		Path: s.CandidatePolicy, Clock: clk, Compiler: new(policy.Compiler), Logger: clog, Optional: true,
 		OnReload: func(r watch.Result, p *policy.Policy, _ error) {
 			m.Reloads.WithLabelValues(string(r)).Inc()
 			switch r {

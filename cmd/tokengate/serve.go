@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -142,7 +141,7 @@ type policySource struct {
 // the xDS server, or compiles the built-in policy when neither is given.
 // Every policy of the process is compiled by one Compiler.
 func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (policySource, error) {
-	compiler := newCompiler(s)
+	compiler := new(policy.Compiler)
 	switch {
 	case s.XDS.Server != "":
 		c, err := loadXDS(ctx, s, compiler, clk, m, log)
@@ -174,27 +173,6 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 		}
 	}()
 	return policySource{current: w.Current, file: w}, nil
-}
-
-// errPostPaidRedis refuses a post-paid rule on the Redis store, whose Lua
-// does not decide them yet (it refuses their items, pkg/store/redis).
-var errPostPaidRedis = errors.New("charge: after_response: post-paid rules need --store memory for now (the Redis store does not decide them yet)")
-
-// newCompiler is a Compiler for the policies decided on s's store: with
-// --store redis, a policy with a post-paid rule is refused as an invalid
-// one is, so that tokengate does not start with it and a reload to it
-// keeps the last good policy.
-func newCompiler(s settings) *policy.Compiler {
-	c := new(policy.Compiler)
-	if s.Store == "redis" {
-		c.Unsupported = func(r *policy.Rule) error {
-			if r.PostPaid() {
-				return errPostPaidRedis
-			}
-			return nil
-		}
-	}
-	return c
 }
 
 // reloaded counts a policy load, and a failure's reason, and exports the

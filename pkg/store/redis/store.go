@@ -106,12 +106,6 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	if err := store.Validate(req, results); err != nil {
 		return store.Outcome{}, err
 	}
-	for i := range req.Items {
-		if req.Items[i].Charge != store.Prepaid {
-			// Until the Lua decides them; serve refuses such policies first.
-			return store.Outcome{}, fmt.Errorf("%w: item %d: the Redis store does not decide post-paid items (charge: after_response) yet", store.ErrInvalid, i)
-		}
-	}
 	if len(req.Items) == 0 {
 		return store.Outcome{Allowed: true}, nil
 	}
