@@ -117,19 +117,17 @@ func nativeOf(r *Rule) nativeRule {
 	if per, ok := unitPeriods[r.Limit.Unit]; ok && r.Limit.Given {
 		nr.Refill = strconv.FormatUint(uint64(r.Limit.RequestsPerUnit), 10) + "/" + per
 	}
-	switch {
-	case r.PostPaid():
+	if r.PostPaid() {
 		nr.Charge = r.Charge.String()
 		if debt := pr.MaxDebt(); debt != capacity {
 			nr.MaxDebt = &debt
 		}
-	default:
-		if r.Cost != 1 {
-			nr.Cost = &r.Cost
-		}
-		if r.MaxCost != capacity {
-			nr.MaxCost = &r.MaxCost
-		}
+	}
+	if r.Charge != AfterResponse && r.Cost != 1 {
+		nr.Cost = &r.Cost
+	}
+	if !r.PostPaid() && r.MaxCost != capacity {
+		nr.MaxCost = &r.MaxCost
 	}
 	if r.OnResize != 0 {
 		nr.OnResize = r.OnResize.String()
