@@ -177,19 +177,29 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 }
 
 // errPostPaidRedis refuses a post-paid rule on the Redis store, whose Lua
-// does not decide them yet (it refuses their items, pkg/store/redis).
-var errPostPaidRedis = errors.New("charge: after_response: post-paid rules need --store memory for now (the Redis store does not decide them yet)")
+// does not decide them yet (it refuses their items, pkg/store/redis), and
+// errEveryHitRedis a rule charged every hit, for the same reason.
+var (
+	errPostPaidRedis = errors.New("charge: after_response: post-paid rules need --store memory for now (the Redis store does not decide them yet)")
+	errEveryHitRedis = errors.New("charge: every_hit: rules charged below zero need --store memory for now (the Redis store does not decide them yet); " +
+		"envoyproxy/ratelimit's files charge every hit unless --reference-charge before_request (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true as ratelimit): a refused request then charges nothing")
+)
 
-// newCompiler is a Compiler for the policies decided on s's store: with
-// --store redis, a policy with a post-paid rule is refused as an invalid
-// one is, so that tokengate does not start with it and a reload to it
-// keeps the last good policy.
+// newCompiler is a Compiler for the policies decided on s's store, the
+// reference's files charged as --reference-charge says: with --store
+// redis, a policy with a rule charged below zero (after_response,
+// every_hit) is refused as an invalid one is, so that tokengate does not
+// start with it and a reload to it keeps the last good policy.
 func newCompiler(s settings) *policy.Compiler {
-	c := new(policy.Compiler)
+	prepaid, _ := referencePrepaid(s.ReferenceCharge) // checked with the settings
+	c := &policy.Compiler{ReferencePrepaid: prepaid}
 	if s.Store == "redis" {
 		c.Unsupported = func(r *policy.Rule) error {
-			if r.PostPaid() {
+			switch r.Charge {
+			case policy.AfterResponse:
 				return errPostPaidRedis
+			case policy.EveryHit:
+				return errEveryHitRedis
 			}
 			return nil
 		}

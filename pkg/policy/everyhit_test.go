@@ -22,6 +22,13 @@ const everyHitPolicy = `domains:
       quota: true
 `
 
+// A reference file, as Envoy Gateway renders a usage-based limit.
+const everyHitReference = `domain: llm
+descriptors:
+  - key: user_id
+    rate_limit: {unit: hour, requests_per_unit: 1000}
+`
+
 func TestParseEveryHit(t *testing.T) {
 	p := mustParse(t, everyHitPolicy)
 	for _, c := range []struct {
@@ -48,6 +55,37 @@ func TestParseEveryHit(t *testing.T) {
 	}
 }
 
+// TestReferenceCharge: a reference file's rules charge every hit, one
+// window's requests_per_unit of debt at most, unless the Compiler says
+// they are pre-paid (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true); a
+// native file of the same set is read as written either way.
+func TestReferenceCharge(t *testing.T) {
+	native := "domains:\n  edge:\n    - {name: ip, match: [{key: ip}], capacity: 5, refill: 5/s}\n"
+	files := []File{{Name: "llm.yaml", Data: []byte(everyHitReference)}, {Name: "native.yaml", Data: []byte(native)}}
+	for _, c := range []struct {
+		prepaid bool
+		charge  Charge
+		debt    int64
+		maxCost int64
+	}{
+		{false, EveryHit, 1000, 0},
+		{true, BeforeRequest, 0, 1000},
+	} {
+		p, err := (&Compiler{ReferencePrepaid: c.prepaid}).CompileFiles("dir", files, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := p.Rules("llm")[0]
+		if r.Charge != c.charge || r.Version.Params.MaxDebt() != c.debt || r.Cost != 1 || r.MaxCost != c.maxCost {
+			t.Errorf("prepaid %v: charge %v, max_debt %d, cost %d, max_cost %d; want %v, %d, 1, %d",
+				c.prepaid, r.Charge, r.Version.Params.MaxDebt(), r.Cost, r.MaxCost, c.charge, c.debt, c.maxCost)
+		}
+		if n := p.Rule("edge", "ip"); n.Charge != BeforeRequest || n.MaxCost != 5 {
+			t.Errorf("prepaid %v: the native rule is %v, max_cost %d", c.prepaid, n.Charge, n.MaxCost)
+		}
+	}
+}
+
 func TestExplainEveryHit(t *testing.T) {
 	out := mustParse(t, everyHitPolicy).Explain("llm", entries("team", "a")).String()
 	for _, w := range []string{
@@ -60,9 +98,12 @@ func TestExplainEveryHit(t *testing.T) {
 	}
 }
 
-// TestNativeYAMLEveryHit: a native every_hit rule keeps its cost and
-// max_debt, and reads back to the same rules.
+// TestNativeYAMLEveryHit: an imported reference file says charge:
+// every_hit (its max_debt, the capacity, is the default), a pre-paid one
+// says nothing; a native every_hit rule keeps its cost and max_debt; each
+// reads back to the same rules, and the import report says which.
 func TestNativeYAMLEveryHit(t *testing.T) {
+	ref := []File{{Name: "llm.yaml", Data: []byte(everyHitReference)}}
 	for _, c := range []struct {
 		name    string
 		p       func() (*Policy, error)
@@ -70,6 +111,12 @@ func TestNativeYAMLEveryHit(t *testing.T) {
 		notWant []string
 		report  string
 	}{
+		{"reference", func() (*Policy, error) { return ParseFiles("llm.yaml", ref) },
+			[]string{"charge: every_hit"}, []string{"max_debt", "cost"}, "charge: every_hit: as there, every hit is counted"},
+		{"reference, pre-paid", func() (*Policy, error) {
+			return (&Compiler{ReferencePrepaid: true}).CompileFiles("llm.yaml", ref, nil, 0)
+		},
+			nil, []string{"charge", "max_debt"}, "when one is over the limit none is charged"},
 		{"native", func() (*Policy, error) { return Parse("policy.yaml", []byte(everyHitPolicy)) },
 			[]string{"charge: every_hit", "max_debt: 7", "cost: 2"}, []string{"max_cost"}, ""},
 	} {
