@@ -30,6 +30,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tokengate/tokengate/pkg/policy"
 )
 
 // compatKind is what becomes of a reference variable.
@@ -169,6 +171,9 @@ func compatAssign(e *compatEnv) []assignment {
 	}
 	if e.bool("SHADOW_MODE") {
 		set("shadow-all", "true", "SHADOW_MODE")
+	}
+	if e.bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") {
+		set("reference-charge", policy.BeforeRequest.String(), "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
 	}
 	if e.bool("LIMIT_RESPONSE_HEADERS_ENABLED") {
 		set("limit-headers", strings.Join([]string{e.get("LIMIT_LIMIT_HEADER"), e.get("LIMIT_REMAINING_HEADER"), e.get("LIMIT_RESET_HEADER")}, ","),

@@ -18,7 +18,12 @@ import (
 func importCmd(args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("import", pflag.ContinueOnError)
 	out := fs.StringP("output", "o", "", "write the native policy to this file instead of stdout")
+	charge := fs.String("reference-charge", policy.EveryHit.String(), "every_hit: every hit counted, as envoyproxy/ratelimit counts; before_request: a refused request charges nothing, as serve --reference-charge (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	prepaid, err := referencePrepaid(*charge)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -34,7 +39,8 @@ func importCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("import: %s is not in envoyproxy/ratelimit's format (no top-level domain)", f.Name)
 		}
 	}
-	p, err := policy.ParseFiles(path, files)
+	c := policy.Compiler{ReferencePrepaid: prepaid}
+	p, err := c.CompileFiles(path, files, nil, 0)
 	if err != nil {
 		return err
 	}

@@ -141,7 +141,7 @@ type policySource struct {
 // the xDS server, or compiles the built-in policy when neither is given.
 // Every policy of the process is compiled by one Compiler.
 func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (policySource, error) {
-	compiler := new(policy.Compiler)
+	compiler := newCompiler(s)
 	switch {
 	case s.XDS.Server != "":
 		c, err := loadXDS(ctx, s, compiler, clk, m, log)
@@ -173,6 +173,13 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 		}
 	}()
 	return policySource{current: w.Current, file: w}, nil
+}
+
+// newCompiler is a Compiler for the policies of the process, the
+// reference's files charged as --reference-charge says.
+func newCompiler(s settings) *policy.Compiler {
+	prepaid, _ := referencePrepaid(s.ReferenceCharge) // checked with the settings
+	return &policy.Compiler{ReferencePrepaid: prepaid}
 }
 
 // reloaded counts a policy load, and a failure's reason, and exports the

@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tokengate/tokengate/internal/suggest"
+	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/server"
 	"github.com/tokengate/tokengate/pkg/service"
 )
@@ -57,6 +58,7 @@ type settings struct {
 	MetricsAddr           string          // the metrics alone, at MetricsPath; "" none
 	MetricsPath           string          //
 	ShadowAll             bool            // service.Options.ShadowAll
+	ReferenceCharge       string          // every_hit or before_request: policy.Compiler.ReferencePrepaid
 	LimitHeaders          string          // service.Options.LimitHeaders, comma-separated
 	ClientReasonHeader    bool            // service.Options.ClientReasonHeader
 	Redis                 redisSettings   // the other --redis-* settings (redis.go)
@@ -301,6 +303,19 @@ Not flags:
 	return b.String()
 }
 
+// referencePrepaid reads --reference-charge (serve's, import's): whether
+// the rules of envoyproxy/ratelimit's files are pre-paid
+// (policy.Compiler.ReferencePrepaid).
+func referencePrepaid(charge string) (bool, error) {
+	switch charge {
+	case policy.EveryHit.String():
+		return false, nil
+	case policy.BeforeRequest.String():
+		return true, nil
+	}
+	return false, fmt.Errorf("--reference-charge %q: want every_hit or before_request", charge)
+}
+
 func (s settings) check() error {
 	switch {
 	case s.Store != "memory" && s.Store != "redis":
@@ -325,6 +340,9 @@ func (s settings) check() error {
 		return fmt.Errorf("--decision-log-rate %d: want lines a second, or 0 to turn the decision log off", s.DecisionLogRate)
 	}
 	if err := checkOTLPEndpoint(s.OTLPEndpoint); err != nil {
+		return err
+	}
+	if _, err := referencePrepaid(s.ReferenceCharge); err != nil {
 		return err
 	}
 	if err := s.Redis.check(); s.Store == "redis" && err != nil {

@@ -224,7 +224,13 @@ func (r *reader) flatRule(domainName string, fp flatPath) *Rule {
 		r.errs[len(r.errs)-1].Line = leaf.line
 		return nil
 	}
-	rule.Cost, rule.MaxCost = 1, int64(l.rpu)
+	rule.Cost, rule.MaxCost, rule.Charge = 1, int64(l.rpu), r.refCharge
+	if rule.PostPaid() {
+		// Every hit counted, to one window's worth of debt: the bucket is
+		// whole again within two windows.
+		rule.MaxCost = 0
+		r.maxDebt(rule, nil, at{}, int64(l.rpu), true)
+	}
 	return rule
 }
 

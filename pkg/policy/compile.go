@@ -17,7 +17,23 @@ type Compiler struct {
 	// with that error, at the rule's line, as an invalid field is. Set it
 	// before the first Compile.
 	Unsupported func(*Rule) error
-	lastID      atomic.Uint64
+	// ReferencePrepaid charges the rules of envoyproxy/ratelimit's files
+	// (and xDS) before the request, so that a refused request charges
+	// nothing (charge: before_request), as the reference's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is read here. By
+	// default they charge every hit (charge: every_hit, max_debt one
+	// window's requests_per_unit), as the reference counts. Set it before
+	// the first Compile.
+	ReferencePrepaid bool
+	lastID           atomic.Uint64
+}
+
+// referenceCharge is how the rules of reference files are charged.
+func (c *Compiler) referenceCharge() Charge {
+	if c.ReferencePrepaid {
+		return BeforeRequest
+	}
+	return EveryHit
 }
 
 // Compile parses and validates the policy file data (file names it in
@@ -42,7 +58,7 @@ func (c *Compiler) Compile(file string, data []byte, prev *Policy, now int64) (*
 // CompileFiles is Compile for a set of files (a directory, name), each in
 // either format (files.go).
 func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int64) (*Policy, error) {
-	p, err := parseFiles(name, files)
+	p, err := parseFiles(name, files, c.referenceCharge())
 	if err == nil {
 		err = c.supported(p)
 	}

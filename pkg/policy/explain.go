@@ -142,12 +142,18 @@ func (e *Explanation) String() string {
 		return b.String()
 	case r.Deny:
 		b.WriteString("  capacity 0: always OVER_LIMIT, no bucket\n")
-	case r.PostPaid():
+	case r.Charge == AfterResponse:
 		pr := r.Version.Params
 		fmt.Fprintf(&b, "  capacity %d, refill %s, charge %s, max_debt %d, on_resize %s, on_store_error %s\n",
 			pr.Capacity(), pr.Rate(), r.Charge, pr.MaxDebt(), r.OnResize, r.OnStoreError)
 		b.WriteString("  post-paid: a descriptor with its own hits_addend above 0 reports usage (always charged, down to -max_debt);\n" +
 			"  any other checks that a token is left, charging nothing\n")
+	case r.Charge == EveryHit:
+		pr := r.Version.Params
+		fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, charge %s, max_debt %d, on_resize %s, on_store_error %s\n",
+			pr.Capacity(), pr.Rate(), r.Cost, r.Charge, pr.MaxDebt(), r.OnResize, r.OnStoreError)
+		b.WriteString("  every hit: each descriptor is charged its cost, refused or not, down to -max_debt, and is OVER_LIMIT\n" +
+			"  while the balance is below zero after it (hits_addend 0: a check that charges nothing)\n")
 	default:
 		pr := r.Version.Params
 		fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",

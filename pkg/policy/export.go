@@ -117,19 +117,17 @@ func nativeOf(r *Rule) nativeRule {
 	if per, ok := unitPeriods[r.Limit.Unit]; ok && r.Limit.Given {
 		nr.Refill = strconv.FormatUint(uint64(r.Limit.RequestsPerUnit), 10) + "/" + per
 	}
-	switch {
-	case r.PostPaid():
+	if r.PostPaid() {
 		nr.Charge = r.Charge.String()
 		if debt := pr.MaxDebt(); debt != capacity {
 			nr.MaxDebt = &debt
 		}
-	default:
-		if r.Cost != 1 {
-			nr.Cost = &r.Cost
-		}
-		if r.MaxCost != capacity {
-			nr.MaxCost = &r.MaxCost
-		}
+	}
+	if r.Charge != AfterResponse && r.Cost != 1 {
+		nr.Cost = &r.Cost
+	}
+	if !r.PostPaid() && r.MaxCost != capacity {
+		nr.MaxCost = &r.MaxCost
 	}
 	if r.OnResize != 0 {
 		nr.OnResize = r.OnResize.String()
@@ -148,13 +146,22 @@ func (p *Policy) ImportReport() []string {
 	out := []string{
 		"every limit is a token bucket, not a fixed window: capacity requests_per_unit, refilled continuously at requests_per_unit per unit; a fresh burst gets the same answers, but there is no second burst at a window edge and spent requests come back gradually",
 		"limit_remaining is the bucket's whole tokens; duration_until_reset is the time until the bucket is full (OK) or until the request fits (OVER_LIMIT, also as retry-after), not the time to the window's end",
-		"a request's descriptors are decided together: when one is over the limit none is charged (the reference counts every hit, unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT), and an over-limit hit is never counted",
-		"a hits_addend above a limit's requests_per_unit is refused at once, with a reason in the dynamic metadata (OVER_LIMIT in both)",
+	}
+	if p.chargesEveryHit() {
+		out = append(out,
+			"charge: every_hit: as there, every hit is counted, over the limit or not, each descriptor whatever the others say, and a descriptor is OVER_LIMIT while its count is above the limit (hits_addend 0: a check); but the count goes at most one window's requests_per_unit over the limit and comes back at requests_per_unit per unit, so a client that keeps sending while over stays refused until it pauses, where the reference lets it through at the next window's start",
+			"to charge nothing of a refused request (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true), delete the charge: every_hit lines")
+	} else {
+		out = append(out,
+			"a request's descriptors are decided together: when one is over the limit none is charged, and an over-limit hit is never counted (the reference, with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true, still counts the hits of the descriptor that goes over, so a hits_addend 0 check after them is OVER_LIMIT there)",
+			"a hits_addend above a limit's requests_per_unit is refused at once, with a reason in the dynamic metadata (OVER_LIMIT in both)",
+			"quota_mode: as there, a request passes while one of its quota descriptors is within its limit, but the quota descriptors over it are not charged (such a request is decided twice, the second time without them)")
+	}
+	out = append(out,
 		"keys and values are compared apart: the reference joins them as key_value, so its descriptor key \"a_b\" value \"c\" also matches a config key \"a\" value \"b_c\"",
 		"a limit override Envoy sends in a descriptor (limit:) is ignored: the configured rule decides",
-		"quota_mode: as there, a request passes while one of its quota descriptors is within its limit, but the quota descriptors over it are not charged (such a request is decided twice, the second time without them)",
 		"descriptors the walk stops at without a limit are not_limited rules, written out here; statistics are tokengate's Prometheus metrics by domain and rule, not the reference's stats keys",
-	}
+	)
 	for _, name := range p.names {
 		for _, r := range p.domains[name].rules {
 			if r.Deny {
@@ -167,4 +174,16 @@ func (p *Policy) ImportReport() []string {
 		out = append(out, w.Error())
 	}
 	return out
+}
+
+// chargesEveryHit reports whether a rule of p charges every hit.
+func (p *Policy) chargesEveryHit() bool {
+	for _, name := range p.names {
+		for _, r := range p.domains[name].rules {
+			if r.Charge == EveryHit {
+				return true
+			}
+		}
+	}
+	return false
 }

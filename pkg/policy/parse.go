@@ -300,7 +300,7 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 		}
 		rule.params, paramsOK = params, err == nil && rateOK
 	}
-	if !r.charge(rule, f, a, paramsOK) {
+	if r.charge(rule, f, a, paramsOK) {
 		r.costs(rule, n, f, a, capacity, paramsOK)
 	}
 	enumField(r, f, a, "on_resize", bucket.ParseResizeMode, &rule.OnResize)
@@ -312,7 +312,8 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 	}
 }
 
-// costs reads a pre-paid rule's cost and max_cost (limits).
+// costs reads a rule's cost and, for a pre-paid one, its max_cost
+// (limits; an every_hit rule refuses no cost).
 func (r *reader) costs(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at, capacity int64, paramsOK bool) {
 	rule.Cost = 1
 	if cost, ok := r.intField(n, f, a, "cost", false); ok {
@@ -322,6 +323,9 @@ func (r *reader) costs(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at, 
 		} else if paramsOK && cost > capacity {
 			r.fail(f["cost"], a, "cost", fmt.Errorf("%d exceeds capacity %d", cost, capacity))
 		}
+	}
+	if rule.PostPaid() {
+		return
 	}
 	rule.MaxCost = capacity
 	if maxCost, ok := r.intField(n, f, a, "max_cost", false); ok {

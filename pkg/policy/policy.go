@@ -58,14 +58,14 @@ type Rule struct {
 	// refill rate (Version.Params), activation instant and lineage.
 	Version *bucket.Version
 	// Cost is what a request costs when Envoy sends no hits_addend; 0 for
-	// a post-paid rule.
+	// a rule charged after the response.
 	Cost int64
 	// MaxCost is the largest cost a request may ask; more is refused. 0
-	// for a post-paid rule: its reports are never refused.
+	// for a post-paid rule (PostPaid): its reports are never refused.
 	MaxCost int64
-	// Charge is when the rule charges (charge.go): before the request, or
-	// after the response (post-paid, its debt bound in
-	// Version.Params.MaxDebt()).
+	// Charge is when the rule charges (charge.go): before the request,
+	// after the response (post-paid), or every hit; the last two with
+	// their debt bound in Version.Params.MaxDebt().
 	Charge Charge
 	// OnResize is how a live balance converts when capacity or rate change.
 	OnResize     bucket.ResizeMode

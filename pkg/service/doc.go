@@ -23,6 +23,12 @@
 // balance stays at zero or above (store.Store has the rule). Its verdict
 // carries the debt, into the dynamic metadata too.
 //
+// On a rule with charge: every_hit (the reference's files, unless
+// pre-paid) every descriptor is a report of its cost, hits_addend 0
+// included (itemCharge): charged whatever the request's other descriptors
+// say, OVER_LIMIT while the balance after it is below zero, as the
+// reference's counter is while above its limit.
+//
 // # Verdicts
 //
 // Each descriptor gets one Verdict (verdict.go): its Result (the metric

@@ -197,22 +197,23 @@ func (rs *reqState) batch(r *policy.Rule) *batch {
 }
 
 // costOf is the descriptor's cost and how it is charged (docs/policy.md,
-// "Cost" and "Token budgets for LLM traffic"), or why it is refused. On a
-// post-paid rule a descriptor with its own hits_addend above 0 is a report
-// of that much; any other, whatever the request's hits_addend, a check.
+// "Cost", "Token budgets for LLM traffic" and "Charging every hit"), or why
+// it is refused. On a post-paid rule a descriptor with its own hits_addend
+// above 0 is a report of that much; any other, whatever the request's
+// hits_addend, a check.
 func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rule, entries []policy.Entry) (int64, store.Charge, string) {
 	for _, e := range entries {
 		if len(e.Value) > MaxValueBytes {
 			return 0, store.Prepaid, fmt.Sprintf("descriptor value of %d bytes for key %q (at most %d)", len(e.Value), e.Key, MaxValueBytes)
 		}
 	}
-	charge := store.Prepaid
+	charge := itemCharge(r)
 	c := uint64(r.Cost)
 	switch {
-	case r.PostPaid() && d.GetHitsAddend().GetValue() == 0:
+	case r.Charge == policy.AfterResponse && d.GetHitsAddend().GetValue() == 0:
 		return 0, store.Check, ""
-	case r.PostPaid():
-		charge, c = store.Report, d.HitsAddend.Value
+	case r.Charge == policy.AfterResponse:
+		c = d.HitsAddend.Value
 	case d.HitsAddend != nil:
 		c = d.HitsAddend.Value
 	case hitsAddend != 0:
@@ -226,6 +227,17 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 		return int64(min(c, math.MaxInt64)), charge, fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
 	}
 	return int64(min(c, math.MaxInt64)), charge, ""
+}
+
+// itemCharge is how the store charges r's costs: as reports (never
+// refused, down to -max_debt) on a rule charged after the response (its
+// checks apart: costOf) or every hit, whose hits_addend 0 is then a report
+// of 0, over the limit while the balance is below zero; else pre-paid.
+func itemCharge(r *policy.Rule) store.Charge {
+	if r.PostPaid() {
+		return store.Report
+	}
+	return store.Prepaid
 }
 
 // decide runs the store calls: the enforced descriptors together (check

@@ -5,7 +5,8 @@
 // # Post-paid items
 //
 // An item of a post-paid rule (charge: after_response) is a Check or a
-// Report (Charge); every other item is Prepaid. A request is decided in two
+// Report (Charge), one of a rule charged every hit (charge: every_hit) a
+// Report, of cost 0 too; every other item is Prepaid. A request is decided in two
 // steps, each over its items in order (two items with one key are one
 // bucket, charged in order):
 //
