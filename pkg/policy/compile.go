@@ -17,7 +17,11 @@ type Compiler struct {
 	// with that error, at the rule's line, as an invalid field is. Set it
 	// before the first Compile.
 	Unsupported func(*Rule) error
-	lastID      atomic.Uint64
+	// OnStoreError, when set, is the on_store_error of the rules that name
+	// none, in either format (serve's --on-store-error); nil is
+	// DefaultStoreErrorMode. Set it before the first Compile.
+	OnStoreError *StoreErrorMode
+	lastID       atomic.Uint64
 }
 
 // Compile parses and validates the policy file data (file names it in
@@ -49,8 +53,15 @@ func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int
 	if err != nil {
 		return nil, err
 	}
+	onStoreError := DefaultStoreErrorMode
+	if c.OnStoreError != nil {
+		onStoreError = *c.OnStoreError
+	}
 	for _, name := range p.names {
 		for _, r := range p.domains[name].rules {
+			if !r.storeErrorNamed {
+				r.OnStoreError = onStoreError
+			}
 			if r.HasBucket() {
 				r.Version = c.version(r, prev.limited(r.Domain, r.Name), now)
 			}
