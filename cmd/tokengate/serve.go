@@ -180,12 +180,14 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 // does not decide them yet (it refuses their items, pkg/store/redis).
 var errPostPaidRedis = errors.New("charge: after_response: post-paid rules need --store memory for now (the Redis store does not decide them yet)")
 
-// newCompiler is a Compiler for the policies decided on s's store: with
-// --store redis, a policy with a post-paid rule is refused as an invalid
-// one is, so that tokengate does not start with it and a reload to it
-// keeps the last good policy.
+// newCompiler is a Compiler for the policies decided on s's store: rules
+// that name no on_store_error answer --on-store-error; with --store redis,
+// a policy with a post-paid rule is refused as an invalid one is, so that
+// tokengate does not start with it and a reload to it keeps the last good
+// policy.
 func newCompiler(s settings) *policy.Compiler {
-	c := new(policy.Compiler)
+	mode, _ := s.storeErrorMode() // checked with the settings
+	c := &policy.Compiler{OnStoreError: &mode}
 	if s.Store == "redis" {
 		c.Unsupported = func(r *policy.Rule) error {
 			if r.PostPaid() {

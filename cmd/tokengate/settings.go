@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tokengate/tokengate/internal/suggest"
+	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/server"
 	"github.com/tokengate/tokengate/pkg/service"
 )
@@ -50,6 +51,9 @@ type settings struct {
 	ReplayWindow     time.Duration
 	// ReadyRequiresStore: not ready while the store fails (server.Options).
 	ReadyRequiresStore bool
+	// OnStoreError is the on_store_error of rules that name none
+	// (policy.Compiler.OnStoreError).
+	OnStoreError string
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
@@ -301,6 +305,15 @@ Not flags:
 	return b.String()
 }
 
+// storeErrorMode is --on-store-error.
+func (s settings) storeErrorMode() (policy.StoreErrorMode, error) {
+	m, err := policy.ParseStoreErrorMode(s.OnStoreError)
+	if err != nil {
+		return m, fmt.Errorf("--on-store-error %w", err)
+	}
+	return m, nil
+}
+
 func (s settings) check() error {
 	switch {
 	case s.Store != "memory" && s.Store != "redis":
@@ -323,6 +336,9 @@ func (s settings) check() error {
 		return fmt.Errorf("--grpc-max-recv-bytes %d: want 1024 to 67108864 (64 MiB)", s.GRPCMaxRecvBytes)
 	case s.DecisionLogRate < 0:
 		return fmt.Errorf("--decision-log-rate %d: want lines a second, or 0 to turn the decision log off", s.DecisionLogRate)
+	}
+	if _, err := s.storeErrorMode(); err != nil {
+		return err
 	}
 	if err := checkOTLPEndpoint(s.OTLPEndpoint); err != nil {
 		return err
