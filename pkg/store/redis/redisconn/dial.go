@@ -103,6 +103,17 @@ func configErrorf(format string, args ...any) error {
 	return configError{fmt.Errorf(format, args...)}
 }
 
+// Check reports what is wrong in cfg itself, before any connection: a bad
+// URL or address, a CA, certificate or key file that does not read. Its
+// error is ErrConfig; nothing outside the settings can fix it, where Redis
+// or its network can fix any other error of Dial.
+func (cfg Config) Check() error {
+	if _, err := cfg.clientOption(); err != nil {
+		return configError{err}
+	}
+	return nil
+}
+
 // Dial connects to Redis as cfg says. The caller closes the client. An
 // error that is ErrConfig says what to change; when a connection is made
 // but fails in a way that may be TLS on one side only, Dial probes the
@@ -129,6 +140,10 @@ func (cfg Config) clientOption() (rueidis.ClientOption, error) {
 		var err error
 		if opt, err = rueidis.ParseURL(cfg.URL); err != nil {
 			return opt, fmt.Errorf("redis: URL: %w", err)
+		}
+		if strings.HasPrefix(cfg.URL, "unix:") && opt.InitAddress[0] == "" {
+			// The dial would fail only later, as "dial unix: missing address".
+			return opt, fmt.Errorf("redis: %s %q has no socket path: unix:///path/to/redis.sock for a socket, redis://host:port for TCP", cfg.name("URL"), cfg.URL)
 		}
 	} else {
 		for a := range strings.SplitSeq(cfg.Addr, ",") {
