@@ -82,14 +82,16 @@ func (cfg Config) name(field string) string {
 	return field
 }
 
-// ErrConfig marks the errors of Dial that no retry fixes, because the
-// settings are wrong: a bad URL, address or CA file, TLS on against a
+// ErrConfig marks the errors of Dial that no retry fixes until a setting
+// changes, on this side or on Redis's: a bad URL, address or CA file (the
+// errors of Check, which only this side can fix), TLS on against a
 // plaintext port or off against a TLS one, a certificate that the CA file
 // does not sign or that is for another host, a wrong password, or an
 // address that is not the Cluster asked for. Test for it with errors.Is;
 // the error's text names the field of Config (see Config.Names) and the
 // file or address. Any other error of Dial is an outage (Redis down,
-// unreachable or too slow) that a later Dial may get past.
+// unreachable or too slow, a name that does not resolve) that a later
+// Dial may get past.
 var ErrConfig = errors.New("redis: configuration error")
 
 // configError is an error of Dial that is ErrConfig.
