@@ -149,6 +149,8 @@ func TestServeRedisConfigErrors(t *testing.T) {
 			[]string{"--redis-ca-file " + noPEM + ": no PEM certificate in it"}},
 		{"unix URL without a path", []string{"--redis-url", "unix://" + srv.Addr()},
 			[]string{`--redis-url "unix://` + srv.Addr() + `" has no socket path`}},
+		{"a socket path as the address", []string{"--redis-addr", "/run/redis.sock"},
+			[]string{`--redis-addr "/run/redis.sock": want host:port (a Unix socket is --redis-url unix:///path/to/redis.sock)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"serve", "--store", "redis", "--redis-dial-timeout", "300ms",

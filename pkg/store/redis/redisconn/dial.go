@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -149,9 +150,13 @@ func (cfg Config) clientOption() (rueidis.ClientOption, error) {
 		}
 	} else {
 		for a := range strings.SplitSeq(cfg.Addr, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				opt.InitAddress = append(opt.InitAddress, a)
+			if a = strings.TrimSpace(a); a == "" {
+				continue
 			}
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return opt, fmt.Errorf("redis: %s %q: want host:port (a Unix socket is %s unix:///path/to/redis.sock): %w", cfg.name("Addr"), a, cfg.name("URL"), err)
+			}
+			opt.InitAddress = append(opt.InitAddress, a)
 		}
 		if len(opt.InitAddress) == 0 {
 			return opt, errors.New("redis: no address")
