@@ -2,11 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
@@ -120,5 +126,48 @@ func TestImportOnStoreError(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"import", "--on-store-error", "open", refExample}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), `--on-store-error "open": want deny, allow or local`) {
 		t.Errorf("import --on-store-error open: exit %d, %q", code, stderr.String())
+	}
+}
+
+// TestServeLoadsWithOnStoreError: the policies serve loads (the built-in
+// one, a --policy file, a --candidate-policy file) are compiled with
+// --on-store-error.
+func TestServeLoadsWithOnStoreError(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(file, storeErrorFiles[0].Data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name, domain, rule string
+		args               []string
+	}{
+		{"built-in", "edge", "per-client", nil},
+		{"--policy", "edge", "unnamed", []string{"--policy", file}},
+	} {
+		s, err := loadSettings(append([]string{"--on-store-error", "allow"}, tc.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := loadPolicy(ctx, s, clock.NewMonotonic(), metrics.New(prometheus.NewRegistry()), log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := src.current().Rule(tc.domain, tc.rule).OnStoreError; got != policy.StoreErrorAllow {
+			t.Errorf("%s: %s/%s: on_store_error %v, want allow", tc.name, tc.domain, tc.rule, got)
+		}
+	}
+	s, err := loadSettings([]string{"--on-store-error", "allow", "--candidate-policy", file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand, err := loadCandidate(ctx, s, clock.NewMonotonic(), prometheus.NewRegistry(), nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cand.file.Current().Rule("edge", "unnamed").OnStoreError; got != policy.StoreErrorAllow {
+		t.Errorf("candidate: edge/unnamed: on_store_error %v, want allow", got)
 	}
 }
