@@ -266,6 +266,8 @@ func compatRedis(e *compatEnv) []assignment {
 		e.fail("REDIS_SOCKET_TYPE=unix (its default) with REDIS_URL=%q, which is no socket path: set REDIS_SOCKET_TYPE=tcp for a host:port or redis:// URL, or REDIS_URL to the socket's path", url)
 	case socket == "unix":
 		set("redis-url", "unix://"+url, "REDIS_SOCKET_TYPE, REDIS_URL")
+	case typ == "single" && strings.HasPrefix(url, "/"):
+		e.fail("REDIS_SOCKET_TYPE=tcp with REDIS_URL=%q, a socket path: set REDIS_SOCKET_TYPE=unix for a socket, or REDIS_URL to host:port", url)
 	case typ == "single" && strings.Contains(url, "://"):
 		set("redis-url", url, "REDIS_URL")
 	case typ == "single":

@@ -145,6 +145,7 @@ func TestCompatEnvRefused(t *testing.T) {
 		{[]string{subdir, "REDIS_SOCKET_TYPE=udp"}, `REDIS_SOCKET_TYPE="udp"`},
 		{[]string{subdir, "REDIS_TYPE=cluster"}, "REDIS_SOCKET_TYPE=unix with REDIS_TYPE=cluster"},
 		{[]string{subdir, "REDIS_URL=redis:6379"}, `REDIS_SOCKET_TYPE=unix (its default) with REDIS_URL="redis:6379", which is no socket path: set REDIS_SOCKET_TYPE=tcp for a host:port or redis:// URL, or REDIS_URL to the socket's path`},
+		{[]string{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=/var/run/redis.sock"}, `REDIS_SOCKET_TYPE=tcp with REDIS_URL="/var/run/redis.sock", a socket path: set REDIS_SOCKET_TYPE=unix for a socket, or REDIS_URL to host:port`},
 		{[]string{subdir, "REDIS_URL=redis://redis:6379/0"}, `REDIS_URL="redis://redis:6379/0", which is no socket path`},
 		{[]string{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=sentinel", "REDIS_URL=s1:26379"}, "want MASTER,SENTINEL1"},
 		{[]string{subdir, "REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=replica"}, `REDIS_TYPE="replica"`},

@@ -98,7 +98,7 @@ var compatVars = []compatVar{
 	{"REDIS_PIPELINE_LIMIT", "0", compatInert, "unused by the reference too"},
 	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "1", compatInert, "tokengate calls every node it needs at once"},
 	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "WAIT", compatUnsupported, "CREATE and ERROR (the reference panics on them too)"},
-	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", compatInert, "tokengate serves at once, on_store_error answering, and reconnects every second"},
+	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", compatInert, "tokengate serves at once, not ready until Redis answers, and reconnects every second"},
 	{"REDIS_STARTUP_MAX_INTERVAL", "30s", compatInert, "as REDIS_STARTUP_INITIAL_INTERVAL"},
 	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "0", compatUnsupported, "giving up on Redis at start; tokengate never does"},
 	{"REDIS_PERSECOND", "false", compatUnsupported, "a second Redis for per-second limits; one Redis holds every bucket"},

@@ -107,7 +107,7 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
-		Policy: current, Candidate: cand.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
+		Policy: current, Candidate: cand.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: allReady(src.ready, st.ready), TLS: grpcTLS,
 		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log, Clock: clk, GRPCMaxRecvBytes: s.GRPCMaxRecvBytes,
 		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
 		Propagator: tr.propagator,
@@ -117,6 +117,21 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	}
 	log.Info("tokengate starting", slog.String("version", versionString()), slog.String("store", s.Store), slog.Bool("grpc_tls", grpcTLS != nil), slog.Bool("tracing", tr.tracer != nil))
 	return srv.Serve(ctx)
+}
+
+// allReady is the readiness of every part that has one (nil: always
+// ready): the first reason one gives not to be ready, nil when none does.
+func allReady(parts ...func() error) func() error {
+	return func() error {
+		for _, ready := range parts {
+			if ready != nil {
+				if err := ready(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 }
 
 // decisionLog is the service's decision log: serve's logger, at most
@@ -175,11 +190,13 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 	return policySource{current: w.Current, file: w}, nil
 }
 
-// newCompiler is a Compiler for the policies of the process, the
-// reference's files charged as --reference-charge says.
+// newCompiler is a Compiler for the policies of the process: rules that
+// name no on_store_error answer --on-store-error, the reference's files
+// charge as --reference-charge says.
 func newCompiler(s settings) *policy.Compiler {
+	mode, _ := s.storeErrorMode()                     // checked with the settings
 	prepaid, _ := referencePrepaid(s.ReferenceCharge) // checked with the settings
-	return &policy.Compiler{ReferencePrepaid: prepaid}
+	return &policy.Compiler{OnStoreError: &mode, ReferencePrepaid: prepaid}
 }
 
 // reloaded counts a policy load, and a failure's reason, and exports the

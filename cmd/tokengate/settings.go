@@ -51,6 +51,9 @@ type settings struct {
 	ReplayWindow     time.Duration
 	// ReadyRequiresStore: not ready while the store fails (server.Options).
 	ReadyRequiresStore bool
+	// OnStoreError is the on_store_error of rules that name none
+	// (policy.Compiler.OnStoreError).
+	OnStoreError string
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
@@ -316,6 +319,15 @@ func referencePrepaid(charge string) (bool, error) {
 	return false, fmt.Errorf("--reference-charge %q: want every_hit or before_request", charge)
 }
 
+// storeErrorMode is --on-store-error.
+func (s settings) storeErrorMode() (policy.StoreErrorMode, error) {
+	m, err := policy.ParseStoreErrorMode(s.OnStoreError)
+	if err != nil {
+		return m, fmt.Errorf("--on-store-error %w", err)
+	}
+	return m, nil
+}
+
 func (s settings) check() error {
 	switch {
 	case s.Store != "memory" && s.Store != "redis":
@@ -338,6 +350,9 @@ func (s settings) check() error {
 		return fmt.Errorf("--grpc-max-recv-bytes %d: want 1024 to 67108864 (64 MiB)", s.GRPCMaxRecvBytes)
 	case s.DecisionLogRate < 0:
 		return fmt.Errorf("--decision-log-rate %d: want lines a second, or 0 to turn the decision log off", s.DecisionLogRate)
+	}
+	if _, err := s.storeErrorMode(); err != nil {
+		return err
 	}
 	if err := checkOTLPEndpoint(s.OTLPEndpoint); err != nil {
 		return err

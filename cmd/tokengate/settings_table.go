@@ -34,6 +34,8 @@ var settingsTable = []setting{
 		func(s *settings) *bool { return &s.Pprof }),
 	opt("ready-requires-store", false, "not ready (gRPC health, /readyz) while the store fails; by default tokengate stays ready while on_store_error answers, and reports the store on gRPC health service tokengate.store",
 		func(s *settings) *bool { return &s.ReadyRequiresStore }),
+	opt("on-store-error", "local", "what a rule that names no on_store_error answers while the store (Redis) fails or answers later than --redis-timeout: local (from a budget of each replica's own, --redis-local-share of the rule's capacity and rate), deny (OVER_LIMIT) or allow (OK); marked degraded either way. envoyproxy/ratelimit's files name none",
+		func(s *settings) *string { return &s.OnStoreError }),
 	opt("shutdown-timeout", 10*time.Second, "longest wait for in-flight RPCs on SIGTERM",
 		func(s *settings) *time.Duration { return &s.ShutdownTimeout }),
 	opt("janitor-interval", 10*time.Second, "how often full and removed buckets are dropped",

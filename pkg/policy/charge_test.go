@@ -77,7 +77,7 @@ func TestParsePostPaidErrors(t *testing.T) {
 func TestExplainPostPaid(t *testing.T) {
 	out := mustParse(t, postPaidPolicy).Explain("llm", entries("user_id", "alice")).String()
 	for _, w := range []string{
-		`capacity 20000, refill 20000/m, charge after_response, max_debt 100000, on_resize clamp, on_store_error deny`,
+		`capacity 20000, refill 20000/m, charge after_response, max_debt 100000, on_resize clamp, on_store_error local`,
 		`post-paid: a descriptor with its own hits_addend above 0 reports usage`,
 	} {
 		if !strings.Contains(out, w) {

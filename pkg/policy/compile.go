@@ -17,6 +17,10 @@ type Compiler struct {
 	// with that error, at the rule's line, as an invalid field is. Set it
 	// before the first Compile.
 	Unsupported func(*Rule) error
+	// OnStoreError, when set, is the on_store_error of the rules that name
+	// none, in either format (serve's --on-store-error); nil is
+	// DefaultStoreErrorMode. Set it before the first Compile.
+	OnStoreError *StoreErrorMode
 	// ReferencePrepaid charges the rules of envoyproxy/ratelimit's files
 	// (and xDS) before the request, so that a refused request charges
 	// nothing (charge: before_request), as the reference's
@@ -65,8 +69,15 @@ func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int
 	if err != nil {
 		return nil, err
 	}
+	onStoreError := DefaultStoreErrorMode
+	if c.OnStoreError != nil {
+		onStoreError = *c.OnStoreError
+	}
 	for _, name := range p.names {
 		for _, r := range p.domains[name].rules {
+			if !r.storeErrorNamed {
+				r.OnStoreError = onStoreError
+			}
 			if r.HasBucket() {
 				r.Version = c.version(r, prev.limited(r.Domain, r.Name), now)
 			}

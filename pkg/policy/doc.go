@@ -18,7 +18,7 @@
 //	      cost: 1                # default 1
 //	      max_cost: 100          # default capacity
 //	      on_resize: clamp       # clamp | scale
-//	      on_store_error: deny   # deny | allow | local
+//	      on_store_error: local  # local | deny | allow [Compiler.OnStoreError, else local]
 //	      shadow: false
 //	    - name: health
 //	      match: [{key: path, value: /healthz}]

@@ -89,7 +89,7 @@ func TestReferenceCharge(t *testing.T) {
 func TestExplainEveryHit(t *testing.T) {
 	out := mustParse(t, everyHitPolicy).Explain("llm", entries("team", "a")).String()
 	for _, w := range []string{
-		`capacity 10, refill 1/s, cost 2, charge every_hit, max_debt 7, on_resize clamp, on_store_error deny`,
+		`capacity 10, refill 1/s, cost 2, charge every_hit, max_debt 7, on_resize clamp, on_store_error local`,
 		`every hit: each descriptor is charged its cost, refused or not, down to -max_debt`,
 	} {
 		if !strings.Contains(out, w) {

@@ -132,10 +132,36 @@ func nativeOf(r *Rule) nativeRule {
 	if r.OnResize != 0 {
 		nr.OnResize = r.OnResize.String()
 	}
-	if r.OnStoreError != StoreErrorDeny {
-		nr.OnStoreError = r.OnStoreError.String()
-	}
+	// Always written: a rule that names none would take the default of
+	// the tokengate that reads it (--on-store-error), not the one it was
+	// compiled with.
+	nr.OnStoreError = r.OnStoreError.String()
 	return nr
+}
+
+// storeErrorFinding is ImportReport's line on what p's limits answer
+// while Redis fails or stalls: each rule's on_store_error (written on every
+// rule), by mode and number of rules.
+func (p *Policy) storeErrorFinding() string {
+	var n [StoreErrorLocal + 1]int
+	for _, name := range p.names {
+		for _, r := range p.domains[name].rules {
+			if r.HasBucket() {
+				n[r.OnStoreError]++
+			}
+		}
+	}
+	var modes []string
+	for _, m := range []StoreErrorMode{StoreErrorLocal, StoreErrorDeny, StoreErrorAllow} {
+		if n[m] > 0 {
+			modes = append(modes, m.String()+" on "+plural(n[m], "rule"))
+		}
+	}
+	if len(modes) == 0 {
+		modes = []string{"no limited rule"}
+	}
+	return "while Redis fails or answers slower than --redis-timeout (15ms by default), a decision does not wait for it: the rule's on_store_error answers, marked degraded (written on every rule: " + strings.Join(modes, ", ") +
+		"): local from a bounded budget in each replica (--redis-local-share of the limit), deny OVER_LIMIT, allow OK; the reference waits for Redis, however slow, and returns an error when it fails, which Envoy's failure_mode_deny turns into letting the request through (false, its default) or refusing it"
 }
 
 // ImportReport lists every way p, compiled from envoyproxy/ratelimit
@@ -161,6 +187,7 @@ func (p *Policy) ImportReport() []string {
 		"keys and values are compared apart: the reference joins them as key_value, so its descriptor key \"a_b\" value \"c\" also matches a config key \"a\" value \"b_c\"",
 		"a limit override Envoy sends in a descriptor (limit:) is ignored: the configured rule decides",
 		"descriptors the walk stops at without a limit are not_limited rules, written out here; statistics are tokengate's Prometheus metrics by domain and rule, not the reference's stats keys",
+		p.storeErrorFinding(),
 	)
 	for _, name := range p.names {
 		for _, r := range p.domains[name].rules {

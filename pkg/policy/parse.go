@@ -305,6 +305,7 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 	}
 	enumField(r, f, a, "on_resize", bucket.ParseResizeMode, &rule.OnResize)
 	enumField(r, f, a, "on_store_error", ParseStoreErrorMode, &rule.OnStoreError)
+	rule.storeErrorNamed = f["on_store_error"] != nil
 	rule.Shadow, _ = r.flag(f, a, "shadow")
 	rule.Quota, _ = r.flag(f, a, "quota")
 	if paramsOK {

@@ -68,7 +68,10 @@ type Rule struct {
 	// their debt bound in Version.Params.MaxDebt().
 	Charge Charge
 	// OnResize is how a live balance converts when capacity or rate change.
-	OnResize     bucket.ResizeMode
+	OnResize bucket.ResizeMode
+	// OnStoreError is what the rule answers while its store fails: the
+	// rule's on_store_error, or when it names none its Compiler's default
+	// (Compiler.OnStoreError, DefaultStoreErrorMode).
 	OnStoreError StoreErrorMode
 	// Shadow rules decide and count but always answer OK.
 	Shadow bool
@@ -80,6 +83,9 @@ type Rule struct {
 
 	params bucket.Params // what Version.Params will be, before versioning
 	prefix []byte        // encoded domain and name: the start of every key
+	// storeErrorNamed: the rule names its on_store_error; else the
+	// Compiler's default is set when it compiles.
+	storeErrorNamed bool
 }
 
 // StoreErrorMode is what a rule answers when its store fails.
@@ -94,17 +100,24 @@ const (
 	StoreErrorLocal
 )
 
-// ParseStoreErrorMode reads "deny", "allow" or "local"; "" means deny.
+// DefaultStoreErrorMode is the on_store_error of a rule that names none,
+// unless its Compiler says otherwise: local, so that a stall or loss of the
+// shared store answers from a bounded budget per replica (marked
+// degraded) instead of refusing every request in flight as if each were
+// over its limit.
+const DefaultStoreErrorMode = StoreErrorLocal
+
+// ParseStoreErrorMode reads "deny", "allow" or "local".
 func ParseStoreErrorMode(s string) (StoreErrorMode, error) {
 	switch s {
-	case "", "deny":
+	case "deny":
 		return StoreErrorDeny, nil
 	case "allow":
 		return StoreErrorAllow, nil
 	case "local":
 		return StoreErrorLocal, nil
 	}
-	return StoreErrorDeny, fmt.Errorf("%q: want deny, allow or local", s)
+	return DefaultStoreErrorMode, fmt.Errorf("%q: want deny, allow or local", s)
 }
 
 func (m StoreErrorMode) String() string {

@@ -77,7 +77,7 @@ var ruleSchema = map[string]fieldSchema{
 	"charge":         {typ: []string{"string"}, enum: []string{BeforeRequest.String(), AfterResponse.String(), EveryHit.String()}, desc: "When a request is charged: before_request (pre-paid, the default), after_response (post-paid: docs/policy.md, \"Token budgets for LLM traffic\") or every_hit (every cost charged, refused or not, as envoyproxy/ratelimit counts: docs/policy.md, \"Charging every hit\")."},
 	"max_debt":       {typ: []string{"integer"}, desc: "With charge: after_response or every_hit, how far below zero a charge may take the bucket (default: capacity)."},
 	"on_resize":      {typ: []string{"string"}, enum: []string{bucket.Clamp.String(), bucket.Scale.String()}, desc: "What a capacity change does to a live balance: clamp (the default) or scale."},
-	"on_store_error": {typ: []string{"string"}, enum: []string{StoreErrorDeny.String(), StoreErrorAllow.String(), StoreErrorLocal.String()}, desc: "The answer when the shared store fails: deny (the default), allow or local."},
+	"on_store_error": {typ: []string{"string"}, enum: []string{StoreErrorDeny.String(), StoreErrorAllow.String(), StoreErrorLocal.String()}, desc: "The answer when the shared store fails or stalls: local (the default: a bounded budget per replica), deny or allow."},
 	"shadow":         {typ: []string{"boolean"}, desc: "true: decide and count, but always answer OK."},
 	"unlimited":      {typ: []string{"boolean"}, desc: "true: always OK, no bucket."},
 	"not_limited":    {typ: []string{"boolean"}, desc: "true: the descriptor matches this rule, and no later one, and is answered as if no rule matched."},
