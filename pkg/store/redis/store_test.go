@@ -83,7 +83,7 @@ func TestConformance(t *testing.T) {
 		n++
 		// A fresh prefix per store: each starts empty.
 		return newStore(t, c, Options{RequestTime: true, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
-	}, storetest.Options{Lacks: storetest.PostPaid})
+	}, storetest.Options{Lacks: storetest.PostPaid | storetest.Reserve})
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -94,7 +94,7 @@ func TestConformanceCluster(t *testing.T) {
 	}
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStore(t, c, Options{RequestTime: true, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
-	}, storetest.Options{Lacks: storetest.PostPaid})
+	}, storetest.Options{Lacks: storetest.PostPaid | storetest.Reserve})
 }
 
 // TestCollector: the store's metrics are one collector, registered whole

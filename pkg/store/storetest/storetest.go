@@ -1,7 +1,7 @@
 // Package storetest is the conformance suite every store.Store runs: Run
 // checks the contract of store.Store (all-or-nothing, duplicates, versions,
-// replays, bad requests, post-paid items, concurrency) and a rapid state
-// machine against a simple model built on pkg/bucket.
+// replays, bad requests, post-paid items, reservations, concurrency) and
+// rapid state machines against a simple model built on pkg/bucket.
 //
 // A store that does not implement a part of the contract yet says so
 // (Options.Lacks): the tests of that part are skipped, each saying why, and
@@ -28,6 +28,9 @@ type Capability uint8
 const (
 	// PostPaid is deciding Check and Report items (store.Charge).
 	PostPaid Capability = 1 << iota
+	// Reserve is holding a Check's Item.Reserve under its request id until
+	// a Report settles it or its ReserveTTL ends (store.go, "Reservations").
+	Reserve
 )
 
 // Options say what the suite holds a store to; the zero Options hold it to
@@ -58,6 +61,7 @@ func Run(t *testing.T, newStore Factory, opts ...Options) {
 	t.Run("concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
 	runPostPaid(t, newStore, o.Lacks&PostPaid == 0)
 	t.Run("model", func(t *testing.T) { testModel(t, newStore, o.Lacks&PostPaid == 0) })
+	runReserve(t, newStore, o.Lacks&(PostPaid|Reserve) == 0)
 }
 
 const sec = int64(time.Second)
