@@ -180,14 +180,21 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 // does not decide them yet (it refuses their items, pkg/store/redis).
 var errPostPaidRedis = errors.New("charge: after_response: post-paid rules need --store memory for now (the Redis store does not decide them yet)")
 
+// errReserveRedis refuses a reserve rule on the Redis store, which does
+// not hold reservations yet (it refuses their items, pkg/store/redis).
+var errReserveRedis = errors.New("reserve: reservations need --store memory for now (the Redis store does not hold them yet)")
+
 // newCompiler is a Compiler for the policies decided on s's store: with
-// --store redis, a policy with a post-paid rule is refused as an invalid
-// one is, so that tokengate does not start with it and a reload to it
-// keeps the last good policy.
+// --store redis, a policy with a post-paid rule, or a reserve rule, is
+// refused as an invalid one is, so that tokengate does not start with it
+// and a reload to it keeps the last good policy.
 func newCompiler(s settings) *policy.Compiler {
 	c := new(policy.Compiler)
 	if s.Store == "redis" {
 		c.Unsupported = func(r *policy.Rule) error {
+			if r.Reserves() {
+				return errReserveRedis
+			}
 			if r.PostPaid() {
 				return errPostPaidRedis
 			}
