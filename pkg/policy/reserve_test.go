@@ -141,3 +141,16 @@ func TestCompileUnsupportedReserve(t *testing.T) {
 		t.Fatalf("got %v, want the two reserve rules refused", err)
 	}
 }
+
+// TestSchemaReserve: the schema takes a reserve rule and refuses a
+// reserve_ttl that is no duration.
+func TestSchemaReserve(t *testing.T) {
+	schema := loadSchema(t)
+	if errs := schemaCheck(t, schema, yamlValue(t, []byte(reservePolicy))); errs != nil {
+		t.Fatalf("the schema refuses a valid reserve policy:\n%s", strings.Join(errs, "\n"))
+	}
+	bad := strings.Replace(reservePolicy, "reserve_ttl: 90s", "reserve_ttl: soon", 1)
+	if errs := schemaCheck(t, schema, yamlValue(t, []byte(bad))); len(errs) != 1 || !strings.Contains(errs[0], "/domains/llm/1/reserve_ttl") {
+		t.Fatalf("reserve_ttl: soon: %v", errs)
+	}
+}
