@@ -16,25 +16,14 @@ import (
 // store has them, and otherwise checks that it refuses them, saying that
 // it lacks them.
 func runReserve(t *testing.T, newStore Factory, has bool) {
-	tests := []struct {
-		name string
-		test func(*testing.T, store.Store)
-	}{
+	runCapability(t, newStore, has, "Reserve", []capabilityTest{
 		{"reserve holds", testReserveHolds},
 		{"reserve settles", testReserveSettles},
 		{"reserve retried", testReserveRetried},
 		{"reserve expires", testReserveExpires},
 		{"reserve in one request", testReserveOneRequest},
 		{"reserve concurrent", testReserveConcurrent},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if !has {
-				t.Skip("the store lacks the Reserve capability (storetest.Options.Lacks)")
-			}
-			tc.test(t, newStore(t))
-		})
-	}
+	})
 	if has {
 		t.Run("reserve model", func(t *testing.T) { testReserveModel(t, newStore) })
 	} else {
