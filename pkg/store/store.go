@@ -38,7 +38,8 @@
 // usual rules of a report (a refund when negative, capped at capacity;
 // down to -MaxDebt, the rest Forgiven), and the reservation is gone, so a
 // repeat of the report (past MaxReplays) is charged as a plain report,
-// never settled twice. A Report without a reservation is a plain report.
+// never settled twice (and a Check repeated after that reserves again,
+// until its expiry). A Report without a reservation is a plain report.
 //
 // A reservation never settled is returned, exactly N as a refund is
 // (capped at capacity), at its expiry (the Check's Now plus ReserveTTL):
