@@ -15,7 +15,7 @@ import (
 // runReserve runs the tests of reservations (store.Item.Reserve) when the
 // store has them, and otherwise checks that it refuses them, saying that
 // it lacks them.
-func runReserve(t *testing.T, newStore Factory, has bool) {
+func runReserve(t *testing.T, newStore Factory, has bool, sweep func(store.Store, int64)) {
 	runCapability(t, newStore, has, "Reserve", []capabilityTest{
 		{"reserve holds", testReserveHolds},
 		{"reserve settles", testReserveSettles},
@@ -25,7 +25,7 @@ func runReserve(t *testing.T, newStore Factory, has bool) {
 		{"reserve concurrent", testReserveConcurrent},
 	})
 	if has {
-		t.Run("reserve model", func(t *testing.T) { testReserveModel(t, newStore) })
+		t.Run("reserve model", func(t *testing.T) { testReserveModel(t, newStore, sweep) })
 	} else {
 		t.Run("reserve refused", func(t *testing.T) { testReserveRefused(t, newStore(t)) })
 	}

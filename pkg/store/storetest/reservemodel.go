@@ -33,6 +33,37 @@ func (m *model) returnExpired(key string, p bucket.Params, st bucket.State, now 
 	return st
 }
 
+// sweep is a janitor's sweep at now: every expired reservation returned
+// under its bucket's own version, then every bucket dropped that is full
+// under its rule's current version and owes no reservation, its cursor
+// kept in forgot.
+func (m *model) sweep(now int64) {
+	for k, b := range m.buckets {
+		b.s = m.returnExpired(k, b.v.Params, b.s, now)
+		m.buckets[k] = b
+	}
+	for k, b := range m.buckets {
+		cur := b.v.Lineage().Current()
+		if cur == nil || cur.ID < b.v.ID {
+			cur = b.v
+		}
+		if st := cur.Params.Refill(cur.Bring(b.s, b.v), now); st.Tokens == cur.Params.Capacity() && !m.owes(k) {
+			delete(m.buckets, k)
+			m.forgot = max(m.forgot, b.s.At)
+		}
+	}
+}
+
+// owes reports whether bucket key has a reservation to return.
+func (m *model) owes(key string) bool {
+	for k := range m.holds {
+		if k.key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // settle removes the reservation of id on key and returns its tokens (0
 // when there is none).
 func (m *model) settle(id, key string) int64 {
@@ -98,7 +129,9 @@ func (r *replayModel) decide(req *store.Request) (allowed, replayed bool, res []
 // plain checks, pre-paid items, retries of a request id (the same items
 // again) and reports of an id with other costs, on an advancing clock past
 // the reservations' expiries, against the model: every answer equal.
-func testReserveModel(t *testing.T, newStore Factory) {
+// With sweep (the store's janitor), it sweeps the store and the model at
+// random instants too.
+func testReserveModel(t *testing.T, newStore Factory, sweep func(store.Store, int64)) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := newStore(t)
 		rules := []*bucket.Version{PostPaidVersion(t, 1, 5, "2/s", 7), PostPaidVersion(t, 2, 40, "7/3s", 60)}
@@ -119,7 +152,13 @@ func testReserveModel(t *testing.T, newStore Factory) {
 					delete(ids, id)
 				}
 			}
-			if rapid.IntRange(0, 9).Draw(rt, "kind") == 0 {
+			kind := rapid.IntRange(0, 9).Draw(rt, "kind")
+			if kind == 1 && sweep != nil {
+				sweep(s, now)
+				m.sweep(now)
+				continue
+			}
+			if kind == 0 {
 				r := rapid.IntRange(0, 1).Draw(rt, "rule")
 				p := Params(t, rapid.Int64Range(1, 50).Draw(rt, "capacity"), rapid.SampledFrom([]string{"1/s", "3/s", "5/2s"}).Draw(rt, "rate"))
 				p, _ = p.WithMaxDebt(rapid.SampledFrom([]int64{0, 1, 7, 60}).Draw(rt, "debt"))

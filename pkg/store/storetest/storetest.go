@@ -40,6 +40,10 @@ type Options struct {
 	// are skipped, saying so, and their requests must be refused with
 	// store.ErrInvalid, changing nothing.
 	Lacks Capability
+	// Sweep, when set, is the store's janitor (memory.Store.Sweep): the
+	// reservation model sweeps at random instants too, and holds the
+	// store to the model's sweep (reservemodel.go).
+	Sweep func(s store.Store, now int64)
 }
 
 // Run runs the whole suite against stores from newStore; opts (at most
@@ -48,6 +52,9 @@ func Run(t *testing.T, newStore Factory, opts ...Options) {
 	var o Options
 	for _, x := range opts {
 		o.Lacks |= x.Lacks
+		if x.Sweep != nil {
+			o.Sweep = x.Sweep
+		}
 	}
 	t.Run("burst then refill", func(t *testing.T) { testBurstThenRefill(t, newStore(t)) })
 	t.Run("all or nothing", func(t *testing.T) { testAllOrNothing(t, newStore(t)) })
@@ -61,7 +68,7 @@ func Run(t *testing.T, newStore Factory, opts ...Options) {
 	t.Run("concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
 	runPostPaid(t, newStore, o.Lacks&PostPaid == 0)
 	t.Run("model", func(t *testing.T) { testModel(t, newStore, o.Lacks&PostPaid == 0) })
-	runReserve(t, newStore, o.Lacks&(PostPaid|Reserve) == 0)
+	runReserve(t, newStore, o.Lacks&(PostPaid|Reserve) == 0, o.Sweep)
 }
 
 const sec = int64(time.Second)
