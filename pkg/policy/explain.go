@@ -148,6 +148,7 @@ func (e *Explanation) String() string {
 			pr.Capacity(), pr.Rate(), r.Charge, pr.MaxDebt(), r.OnResize, r.OnStoreError)
 		b.WriteString("  post-paid: a descriptor with its own hits_addend above 0 reports usage (always charged, down to -max_debt);\n" +
 			"  any other checks that a token is left, charging nothing\n")
+		explainReserve(&b, r)
 	case r.Charge == EveryHit:
 		pr := r.Version.Params
 		fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, charge %s, max_debt %d, on_resize %s, on_store_error %s\n",

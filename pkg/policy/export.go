@@ -32,6 +32,8 @@ type nativeRule struct {
 	MaxCost      *int64        `yaml:"max_cost,omitempty"`
 	Charge       string        `yaml:"charge,omitempty"`
 	MaxDebt      *int64        `yaml:"max_debt,omitempty"`
+	Reserve      int64         `yaml:"reserve,omitempty"`
+	ReserveTTL   string        `yaml:"reserve_ttl,omitempty"`
 	OnResize     string        `yaml:"on_resize,omitempty"`
 	OnStoreError string        `yaml:"on_store_error,omitempty"`
 	Shadow       bool          `yaml:"shadow,omitempty"`
@@ -122,6 +124,7 @@ func nativeOf(r *Rule) nativeRule {
 		if debt := pr.MaxDebt(); debt != capacity {
 			nr.MaxDebt = &debt
 		}
+		nr.Reserve, nr.ReserveTTL = exportReserve(r)
 	}
 	if r.Charge != AfterResponse && r.Cost != 1 {
 		nr.Cost = &r.Cost

@@ -15,10 +15,10 @@ import (
 
 var (
 	topFields   = []string{"revision", "request_id_key", "domains", "front_doors"}
-	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "charge", "max_debt", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota"}
+	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "charge", "max_debt", "reserve", "reserve_ttl", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota"}
 	entryFields = []string{"key", "value", "shared", "literal", "metric"}
 	// bucketFields only make sense on a rule with a bucket.
-	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "charge", "max_debt", "on_resize", "on_store_error", "shadow", "current_limit", "quota"}
+	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "charge", "max_debt", "reserve", "reserve_ttl", "on_resize", "on_store_error", "shadow", "current_limit", "quota"}
 )
 
 func (r *reader) policy(root *yaml.Node, p *Policy) {
@@ -110,6 +110,7 @@ func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) *domain 
 	for i, rn := range n.Content {
 		repeated := r.repeatedName(rn, at{domain: name, index: i + 1}, lines)
 		rule := r.rule(rn, name, i+1)
+		r.reserveNeedsID(rn, name, i+1, requestIDKey)
 		if rule == nil || repeated {
 			continue
 		}
@@ -308,6 +309,7 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 	rule.storeErrorNamed = f["on_store_error"] != nil
 	rule.Shadow, _ = r.flag(f, a, "shadow")
 	rule.Quota, _ = r.flag(f, a, "quota")
+	r.reserve(rule, f, a, paramsOK)
 	if paramsOK {
 		r.currentLimit(rule, f, a)
 	}

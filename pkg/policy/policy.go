@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
@@ -67,6 +68,11 @@ type Rule struct {
 	// after the response (post-paid), or every hit; the last two with
 	// their debt bound in Version.Params.MaxDebt().
 	Charge Charge
+	// Reserve is how many tokens a post-paid rule's check holds for its
+	// request id until its report settles them (reserve.go), for at most
+	// ReserveTTL; 0: none.
+	Reserve    int64
+	ReserveTTL time.Duration
 	// OnResize is how a live balance converts when capacity or rate change.
 	OnResize bucket.ResizeMode
 	// OnStoreError is what the rule answers while its store fails: the

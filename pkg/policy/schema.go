@@ -76,6 +76,8 @@ var ruleSchema = map[string]fieldSchema{
 	"max_cost":       {typ: []string{"integer"}, desc: "Larger requests are refused (default: capacity)."},
 	"charge":         {typ: []string{"string"}, enum: []string{BeforeRequest.String(), AfterResponse.String(), EveryHit.String()}, desc: "When a request is charged: before_request (pre-paid, the default), after_response (post-paid: docs/policy.md, \"Token budgets for LLM traffic\") or every_hit (every cost charged, refused or not, as envoyproxy/ratelimit counts: docs/policy.md, \"Charging every hit\")."},
 	"max_debt":       {typ: []string{"integer"}, desc: "With charge: after_response or every_hit, how far below zero a charge may take the bucket (default: capacity)."},
+	"reserve":        {typ: []string{"integer"}, desc: "With charge: after_response and the policy's request_id_key, the tokens a check holds for its request id until the report with the same id settles them (1 to capacity)."},
+	"reserve_ttl":    {typ: []string{"string"}, pattern: reserveTTLPattern, desc: "With reserve, how long a reservation waits for its report before it is returned: a duration such as 30s, 10m (the default), 1h; at most 24h."},
 	"on_resize":      {typ: []string{"string"}, enum: []string{bucket.Clamp.String(), bucket.Scale.String()}, desc: "What a capacity change does to a live balance: clamp (the default) or scale."},
 	"on_store_error": {typ: []string{"string"}, enum: []string{StoreErrorDeny.String(), StoreErrorAllow.String(), StoreErrorLocal.String()}, desc: "The answer when the shared store fails or stalls: local (the default: a bounded budget per replica), deny or allow."},
 	"shadow":         {typ: []string{"boolean"}, desc: "true: decide and count, but always answer OK."},

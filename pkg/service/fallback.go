@@ -43,6 +43,8 @@ func (rs *reqState) decideLocal(ctx context.Context, local store.Store) {
 		case policy.StoreErrorLocal:
 			f.index[ds.item] = len(f.req.Items)
 			f.req.Items = append(f.req.Items, b.req.Items[ds.item])
+			// Decided without the id: a local budget holds nothing.
+			f.req.Items[len(f.req.Items)-1].Reserve, f.req.Items[len(f.req.Items)-1].ReserveTTL = 0, 0
 		case policy.StoreErrorDeny:
 			deny = true
 		}

@@ -61,9 +61,12 @@ type desc struct {
 	// it is charged nothing and answers OVER_LIMIT for itself (quota.go).
 	quotaOver bool
 	refusal   string // why it was refused before the store, "" if not
-	cost      int64  // asked of its bucket (a refusal's too, when it has one)
-	keyStart  int
-	keyEnd    int
+	// unreserved: a check of a reserve rule that holds nothing (no
+	// request id, or decided again without it: reserve.go).
+	unreserved bool
+	cost       int64 // asked of its bucket (a refusal's too, when it has one)
+	keyStart   int
+	keyEnd     int
 }
 
 func (rs *reqState) reset() {
@@ -122,6 +125,9 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 				b := rs.batch(ds.rule)
 				ds.item = len(b.req.Items)
 				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost, Charge: charge, Revision: pol.Revision()})
+				if charge == store.Check && ds.rule.Reserves() && ds.refusal == "" {
+					rs.reserve(ds, &b.req.Items[ds.item])
+				}
 			}
 		}
 		switch {
@@ -261,11 +267,12 @@ func (rs *reqState) decide(ctx context.Context, st, local store.Store, now int64
 	}
 }
 
-// uncharged makes every item but the reports cost nothing.
+// uncharged makes every item but the reports cost nothing, and hold
+// nothing.
 func uncharged(items []store.Item) {
 	for i := range items {
 		if items[i].Charge != store.Report {
-			items[i].Cost = 0
+			items[i].Cost, items[i].Reserve, items[i].ReserveTTL = 0, 0, 0
 		}
 	}
 }

@@ -29,8 +29,11 @@ type ruleInfo struct {
 	limit     *rlsv3.RateLimitResponse_RateLimit
 	capacity  float64
 	remaining prometheus.Observer
-	forgiven  prometheus.Counter             // a post-paid rule's; nil for the others
-	result    [numResults]prometheus.Counter // by Result; nil for ResultRequestID, ResultNoRule and ResultReplaced
+	forgiven  prometheus.Counter // a post-paid rule's; nil for the others
+	// unreserved: a reserve rule's checks that held nothing; nil for the
+	// others.
+	unreserved prometheus.Counter
+	result     [numResults]prometheus.Counter // by Result; nil for ResultRequestID, ResultNoRule and ResultReplaced
 	// While the store fails: tokengate_store_fallbacks_total of the
 	// rule's mode, and tokengate_store_error_answers_total by answer.
 	fallback     prometheus.Counter
@@ -78,6 +81,9 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 			if r.PostPaid() {
 				info.forgiven = m.Forgiven.WithLabelValues(d, r.Name)
 			}
+			if r.Reserves() {
+				info.unreserved = m.Unreserved.WithLabelValues(d, r.Name)
+			}
 			t.rules[r] = info
 		}
 	}
@@ -108,6 +114,9 @@ func (rs *reqState) count(t *ruleTable, domain string, descriptors []*ratelimitv
 		}
 		if v.Forgiven > 0 {
 			info.forgiven.Add(float64(v.Forgiven))
+		}
+		if rs.descs[i].unreserved {
+			info.unreserved.Inc()
 		}
 		info.result[v.Result].Inc()
 		if info.byDescriptor && !v.Rule.Unlimited {

@@ -106,6 +106,9 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	if err := store.Validate(req, results); err != nil {
 		return store.Outcome{}, err
 	}
+	if err := refuseReserve(req); err != nil {
+		return store.Outcome{}, err
+	}
 	if len(req.Items) == 0 {
 		return store.Outcome{Allowed: true}, nil
 	}
@@ -297,4 +300,15 @@ func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []s
 			return s.decide(ctx, req, results, raw)
 		}
 	}
+}
+
+// refuseReserve refuses reservations (store.Item.Reserve) until the Lua
+// holds them; serve refuses reserve rules first.
+func refuseReserve(req *store.Request) error {
+	for i := range req.Items {
+		if req.Items[i].Reserve != 0 {
+			return fmt.Errorf("%w: item %d: the Redis store does not hold reservations (reserve) yet", store.ErrInvalid, i)
+		}
+	}
+	return nil
 }
