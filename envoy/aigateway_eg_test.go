@@ -232,17 +232,18 @@ func aiGatewayDocs(t *testing.T, data []byte) (egBackendTrafficPolicy, aigRoute,
 	return btp, route, nil
 }
 
-func aiGatewayBTP(t *testing.T) egBackendTrafficPolicy {
+// aiGatewayResources are the documents of backendtrafficpolicy.yaml.
+func aiGatewayResources(t *testing.T) (egBackendTrafficPolicy, aigRoute) {
 	t.Helper()
 	data, err := os.ReadFile(aiGatewayFile("backendtrafficpolicy.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	btp, _, err := aiGatewayDocs(t, data)
+	btp, route, err := aiGatewayDocs(t, data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return btp
+	return btp, route
 }
 
 func oneOf(t *testing.T, what, v string, allowed ...string) {
@@ -260,14 +261,7 @@ func oneOf(t *testing.T, what, v string, allowed ...string) {
 // buckets are what tokengate makes of the rules' limits and the same as
 // domain llm's (envoy.yaml's).
 func TestAIGatewayBackendTrafficPolicy(t *testing.T) {
-	data, err := os.ReadFile(aiGatewayFile("backendtrafficpolicy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	btp, route, err := aiGatewayDocs(t, data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	btp, route := aiGatewayResources(t)
 	if btp.APIVersion != "gateway.envoyproxy.io/v1alpha1" || route.APIVersion != "aigateway.envoyproxy.io/v1beta1" {
 		t.Errorf("apiVersions %q and %q", btp.APIVersion, route.APIVersion)
 	}

@@ -206,7 +206,8 @@ func envoyCalls(t *testing.T, domain string, limits []*routev3.RateLimit, usage 
 // request-time entry: the same answer), and once repaid a check that
 // passes.
 func TestAIGatewayBudgets(t *testing.T) {
-	egDomain, egLimits, _ := egRateLimits(t, aiGatewayBTP(t))
+	btp, _ := aiGatewayResources(t)
+	egDomain, egLimits, _ := egRateLimits(t, btp)
 	for _, c := range []struct {
 		name, domain string
 		limits       []*routev3.RateLimit
