@@ -7,8 +7,8 @@ package envoy_test
 // same actions; their descriptors meet the example's policy.yaml, whose
 // rules are post-paid; and tokengate, serving that policy over gRPC,
 // answers the calls a user's requests make: the check passes, the report
-// overdraws the budget and is charged whole, the next check is refused
-// until the debt is repaid.
+// overdraws the budget and is charged whole (once, if retried with its
+// request id), the next check is refused until the debt is repaid.
 
 import (
 	"context"
@@ -202,18 +202,22 @@ func envoyCalls(t *testing.T, domain string, limits []*routev3.RateLimit, usage 
 // the whole budget left), a report of more than the budget (charged
 // whole, OVER_LIMIT, which Envoy ignores), the next check (OVER_LIMIT,
 // each budget until its debt is repaid and a token is back, retry-after
-// the longest), the same check without hits_addend (AI Gateway's
+// the longest; a retried report is not charged again where Envoy retries
+// calls), the same check without hits_addend (AI Gateway's
 // request-time entry: the same answer), and once repaid a check that
 // passes.
 func TestAIGatewayBudgets(t *testing.T) {
 	btp, _ := aiGatewayResources(t)
 	egDomain, egLimits, _ := egRateLimits(t, btp)
+	b := aiGatewayBootstrap(t)
+	filter, _ := rateLimitFilterOf(t, b)
 	for _, c := range []struct {
 		name, domain string
 		limits       []*routev3.RateLimit
+		retried      bool // Envoy retries a failed call (Envoy Gateway sets no retry_policy)
 	}{
-		{"envoy.yaml", "llm", routeRateLimits(t, aiGatewayBootstrap(t))},
-		{"backendtrafficpolicy.yaml", egDomain, egLimits},
+		{"envoy.yaml", "llm", routeRateLimits(t, b), filter.GetRateLimitService().GetGrpcService().GetRetryPolicy() != nil},
+		{"backendtrafficpolicy.yaml", egDomain, egLimits, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pol := aiGatewayPolicy(t)
@@ -250,6 +254,14 @@ func TestAIGatewayBudgets(t *testing.T) {
 				if r := pol.Match(c.domain, descriptorEntries(report.Descriptors[i])); r != nil &&
 					(s.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT || s.GetLimitRemaining() != 0) {
 					t.Errorf("report, %s: %v, want OVER_LIMIT with nothing left", r.Name, s)
+				}
+			}
+			// Where Envoy retries the call, the retried report gets the
+			// first answer and is not charged again (its request id):
+			// the check below finds one report's debt.
+			if c.retried {
+				if again := call(report); !proto.Equal(again, resp) {
+					t.Errorf("the report retried: %v, want the first answer %v", again, resp)
 				}
 			}
 
