@@ -78,4 +78,15 @@ func TestDefault(t *testing.T) {
 	if r := p.Rule("edge", "search-per-user"); r.Cost != 5 {
 		t.Errorf("the cost example costs %d", r.Cost)
 	}
+	// While Redis fails, logins are refused and the rest is answered from
+	// the local budget.
+	for _, r := range p.Rules("edge") {
+		want := policy.StoreErrorLocal
+		if r.Name == "login-per-client" {
+			want = policy.StoreErrorDeny
+		}
+		if r.HasBucket() && r.OnStoreError != want {
+			t.Errorf("%s: on_store_error %v, want %v", r.Name, r.OnStoreError, want)
+		}
+	}
 }

@@ -29,7 +29,7 @@ type candidatePolicy struct {
 // it is no candidate, and the live policy serves as ever; a bad file later
 // keeps the last good candidate, a removed one turns the candidate off.
 // The candidate compiles with a Compiler of its own: its buckets are in a
-// store of their own, of the live store's kind (newCompiler). Its top list
+// store of their own, of the live store's kind. Its top list
 // names buckets under keys, as the live service names them.
 func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometheus.Registerer, keys *keyhash.Key, log *slog.Logger) (*candidatePolicy, error) {
 	if s.CandidatePolicy == "" {

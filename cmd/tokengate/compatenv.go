@@ -30,6 +30,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tokengate/tokengate/pkg/policy"
 )
 
 // compatKind is what becomes of a reference variable.
@@ -170,6 +172,9 @@ func compatAssign(e *compatEnv) []assignment {
 	if e.bool("SHADOW_MODE") {
 		set("shadow-all", "true", "SHADOW_MODE")
 	}
+	if e.bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") {
+		set("reference-charge", policy.BeforeRequest.String(), "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
+	}
 	if e.bool("LIMIT_RESPONSE_HEADERS_ENABLED") {
 		set("limit-headers", strings.Join([]string{e.get("LIMIT_LIMIT_HEADER"), e.get("LIMIT_REMAINING_HEADER"), e.get("LIMIT_RESET_HEADER")}, ","),
 			"LIMIT_RESPONSE_HEADERS_ENABLED, LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER")
@@ -261,6 +266,8 @@ func compatRedis(e *compatEnv) []assignment {
 		e.fail("REDIS_SOCKET_TYPE=unix (its default) with REDIS_URL=%q, which is no socket path: set REDIS_SOCKET_TYPE=tcp for a host:port or redis:// URL, or REDIS_URL to the socket's path", url)
 	case socket == "unix":
 		set("redis-url", "unix://"+url, "REDIS_SOCKET_TYPE, REDIS_URL")
+	case typ == "single" && strings.HasPrefix(url, "/"):
+		e.fail("REDIS_SOCKET_TYPE=tcp with REDIS_URL=%q, a socket path: set REDIS_SOCKET_TYPE=unix for a socket, or REDIS_URL to host:port", url)
 	case typ == "single" && strings.Contains(url, "://"):
 		set("redis-url", url, "REDIS_URL")
 	case typ == "single":

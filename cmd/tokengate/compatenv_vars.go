@@ -76,7 +76,7 @@ var compatVars = []compatVar{
 	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", compatInert, "with FILE tokengate does not start without a configuration that loads"},
 	{"NEAR_LIMIT_RATIO", "0.8", compatInert, "a statsd counter's threshold"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", compatInert, "buckets expire when full, not at a window's end, so expiries do not bunch"},
-	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", compatInert, "a token bucket never charges a refused request: tokengate always behaves as true"},
+	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", compatMapped, "false: every hit counted, over the limit or not, as there (`charge: every_hit`, to one window's requests_per_unit of debt); true: `--reference-charge before_request`, a refused request charges nothing (there, the descriptor that goes over is still counted)"},
 	// Backend.
 	{"BACKEND_TYPE", "redis", compatMapped, "redis: `--store redis`; memcache stops the start"},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", compatMapped, "`--redis-deny-cache-bytes` when set (tokengate's over-limit cache is on, 1 MiB, by default)"},
@@ -98,7 +98,7 @@ var compatVars = []compatVar{
 	{"REDIS_PIPELINE_LIMIT", "0", compatInert, "unused by the reference too"},
 	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "1", compatInert, "tokengate calls every node it needs at once"},
 	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "WAIT", compatUnsupported, "CREATE and ERROR (the reference panics on them too)"},
-	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", compatInert, "tokengate serves at once, on_store_error answering, and reconnects every second"},
+	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", compatInert, "tokengate serves at once, not ready until Redis answers, and reconnects every second"},
 	{"REDIS_STARTUP_MAX_INTERVAL", "30s", compatInert, "as REDIS_STARTUP_INITIAL_INTERVAL"},
 	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "0", compatUnsupported, "giving up on Redis at start; tokengate never does"},
 	{"REDIS_PERSECOND", "false", compatUnsupported, "a second Redis for per-second limits; one Redis holds every bucket"},

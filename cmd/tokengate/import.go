@@ -11,18 +11,29 @@ import (
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
-// importCmd is `tokengate import [-o FILE] FILE|DIR`: an envoyproxy/ratelimit
-// configuration (a file, or a directory of them) written as a native
-// policy that decides the same, on stdout or to FILE, with every semantic
-// difference from the reference reported on stderr.
+// importCmd is `tokengate import [-o FILE] [--on-store-error MODE] FILE|DIR`:
+// an envoyproxy/ratelimit configuration (a file, or a directory of them)
+// written as a native policy that decides the same, on stdout or to FILE,
+// every rule's on_store_error written out (MODE, local by default), with
+// every semantic difference from the reference reported on stderr.
 func importCmd(args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("import", pflag.ContinueOnError)
 	out := fs.StringP("output", "o", "", "write the native policy to this file instead of stdout")
+	charge := fs.String("reference-charge", policy.EveryHit.String(), "every_hit: every hit counted, as envoyproxy/ratelimit counts; before_request: a refused request charges nothing, as serve --reference-charge (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true)")
+	onStoreError := fs.String("on-store-error", "local", "on_store_error written on every rule: what it answers while Redis fails or stalls (local, deny or allow; serve's --on-store-error)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	prepaid, err := referencePrepaid(*charge)
+	if err != nil {
+		return err
+	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: tokengate import [-o FILE] FILE|DIR")
+		return errors.New("usage: tokengate import [-o FILE] [--on-store-error MODE] FILE|DIR")
+	}
+	mode, err := settings{OnStoreError: *onStoreError}.storeErrorMode()
+	if err != nil {
+		return err
 	}
 	path := fs.Arg(0)
 	files, err := policy.ReadFiles(path)
@@ -34,7 +45,8 @@ func importCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("import: %s is not in envoyproxy/ratelimit's format (no top-level domain)", f.Name)
 		}
 	}
-	p, err := policy.ParseFiles(path, files)
+	c := policy.Compiler{ReferencePrepaid: prepaid, OnStoreError: &mode}
+	p, err := c.CompileFiles(path, files, nil, 0)
 	if err != nil {
 		return err
 	}

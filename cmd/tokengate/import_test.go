@@ -18,14 +18,29 @@ func TestImport(t *testing.T) {
 	if code := run([]string{"import", "-o", out, refExample}, &stdout, &stderr); code != 0 || stdout.Len() != 0 {
 		t.Fatalf("import: exit %d, %q %q", code, stdout.String(), stderr.String())
 	}
-	for _, want := range []string{"token bucket, not a fixed window", "duration_until_reset", "example.yaml:55: domain \"rl\" rule \"foo.bar_banned\": requests_per_unit 0", "example.yaml:94: domain \"rl\": metadata"} {
+	for _, want := range []string{"token bucket, not a fixed window", "duration_until_reset", "charge: every_hit: as there, every hit is counted",
+		"example.yaml:55: domain \"rl\" rule \"foo.bar_banned\": requests_per_unit 0", "example.yaml:94: domain \"rl\": metadata"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stderr.String())
 		}
 	}
 	stdout.Reset()
-	if code := run([]string{"validate", out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "OK: revision 0, 1 domain (rl: 17 rules)") {
+	if code := run([]string{"validate", out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "OK: revision 0, 1 domain (rl: 17 rules (14 every_hit))") {
 		t.Fatalf("validate the import: exit %d, %q", code, stdout.String())
+	}
+	// Pre-paid, as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true serves it.
+	stderr.Reset()
+	if code := run([]string{"import", "--reference-charge", "before_request", "-o", out, refExample}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stderr.String(), "when one is over the limit none is charged") {
+		t.Fatalf("import --reference-charge before_request: exit %d, %q", code, stderr.String())
+	}
+	if code := run([]string{"validate", out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "OK: revision 0, 1 domain (rl: 17 rules)") {
+		t.Fatalf("validate the pre-paid import: exit %d, %q", code, stdout.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"import", "--reference-charge", "later", refExample}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), `--reference-charge "later": want every_hit or before_request`) {
+		t.Fatalf("import --reference-charge later: exit %d, %q", code, stderr.String())
 	}
 	stdout.Reset()
 	if code := run([]string{"explain", "--policy", out, "--domain", "rl", "foo=a", "bar=banned"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "capacity 0: always OVER_LIMIT") {
@@ -46,7 +61,7 @@ func TestValidateAndExplainReferenceDirectory(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "example.yaml"), data, 0o644)
 	os.WriteFile(filepath.Join(dir, "other.yaml"), []byte("domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n"), 0o644)
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"validate", dir}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "2 domains (other: 1 rule, rl: 17 rules)") || !strings.Contains(stdout.String(), "warning: "+filepath.Join(dir, "example.yaml")+":94") {
+	if code := run([]string{"validate", dir}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "2 domains (other: 1 rule (1 every_hit), rl: 17 rules (14 every_hit))") || !strings.Contains(stdout.String(), "warning: "+filepath.Join(dir, "example.yaml")+":94") {
 		t.Fatalf("validate: exit %d, %q %q", code, stdout.String(), stderr.String())
 	}
 	stdout.Reset()

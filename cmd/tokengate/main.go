@@ -8,7 +8,8 @@
 //	                                            show the descriptors a front door builds
 //	tokengate simulate --policy FILE --trace FILE [--plot OUT.png] [--format text|json] [--compare FILE2] [--start RFC3339]
 //	                                            replay a trace through a policy offline
-//	tokengate import [-o FILE] FILE|DIR         write an envoyproxy/ratelimit config as a native policy
+//	tokengate import [-o FILE] [--on-store-error MODE] FILE|DIR
+//	                                            write an envoyproxy/ratelimit config as a native policy
 //	tokengate version                           print the version
 //	tokengate help [COMMAND]                    list the commands, or one's flags
 //	ratelimit                                   (invoked by that name) serve as envoyproxy/ratelimit,
@@ -52,7 +53,7 @@ var commands = []command{
 		func(args []string, stdout, _ io.Writer) error { return explain(args, stdout) }},
 	{"simulate", "--policy FILE --trace FILE [flags]", "replay a trace through a policy on a simulated clock (--compare, --plot)",
 		func(args []string, stdout, _ io.Writer) error { return simulateCmd(args, os.Stdin, stdout) }},
-	{"import", "[-o FILE] FILE|DIR", "write an envoyproxy/ratelimit config as a native policy; every difference in behaviour on stderr",
+	{"import", "[-o FILE] [--on-store-error MODE] FILE|DIR", "write an envoyproxy/ratelimit config as a native policy; every difference in behaviour on stderr",
 		importCmd},
 	{"version", "", "print the version",
 		func(args []string, stdout, _ io.Writer) error { return printVersion(args, stdout) }},

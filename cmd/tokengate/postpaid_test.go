@@ -1,32 +1,38 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/service"
 )
 
 const (
 	prepaidPolicy = "domains:\n  llm:\n    - {name: tokens, match: [{key: user_id}], capacity: 1000, refill: 1000/h}\n"
-	postPaidRule  = "domains:\n  llm:\n    - {name: tokens, match: [{key: user_id}], capacity: 1000, refill: 1000/h, charge: after_response}\n"
+	postPaidRule  = "domains:\n  llm:\n    - {name: tokens, match: [{key: user_id}], capacity: 1000, refill: 1000/h, charge: after_response, max_debt: 100000}\n"
 )
 
-// TestRedisRefusesPostPaid: with --store redis a policy with a post-paid
-// rule stops the start, naming the rule and the way out; a reload to one
-// keeps the last good policy; a post-paid candidate is no candidate. The
-// memory store takes them all.
-func TestRedisRefusesPostPaid(t *testing.T) {
+// TestRedisServesPostPaid: with --store redis, as with the memory store, a
+// policy with a post-paid rule loads at the start, on a reload and as the
+// candidate, and serve's wiring (the Redis backend under the service)
+// decides it: issue 22's table, a check that passes with the whole
+// budget, a report of 5000 on 1000 charged whole (OVER_LIMIT, a debt of
+// 4000), then a check refused while in debt.
+func TestRedisServesPostPaid(t *testing.T) {
+	srv := redistest.Start(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "policy.yaml")
 	write := func(content string) {
@@ -35,54 +41,77 @@ func TestRedisRefusesPostPaid(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(postPaidRule)
-	want := `policy.yaml:3: domain "llm" rule "tokens": charge: after_response: post-paid rules need --store memory for now`
-	var stderr bytes.Buffer
-	err := serve([]string{"--store", "redis", "--redis-addr", "127.0.0.1:1", "--policy", path,
-		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, &stderr)
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("start with --store redis: %v, want an error containing %s", err, want)
-	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	load := func(args ...string) policySource {
+	clk := clock.NewMonotonic()
+	redis := []string{"--store", "redis", "--redis-addr", srv.Addr()}
+	load := func(args ...string) (settings, policySource) {
 		t.Helper()
 		s, err := loadSettings(args)
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, err := loadPolicy(ctx, s, clock.NewMonotonic(), metrics.New(prometheus.NewRegistry()), log)
+		src, err := loadPolicy(ctx, s, clk, metrics.New(prometheus.NewRegistry()), log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return src
-	}
-	if p := load("--policy", path).current(); !p.Rule("llm", "tokens").PostPaid() {
-		t.Fatal("the memory store refused a post-paid rule")
+		return s, src
 	}
 
 	write(prepaidPolicy)
-	src := load("--store", "redis", "--redis-addr", "127.0.0.1:1", "--policy", path)
-	good := src.current()
+	s, src := load(append(redis, "--policy", path)...)
 	write(postPaidRule)
-	if err := src.file.Reload(); err == nil || !strings.Contains(err.Error(), want) {
+	if err := src.file.Reload(); err != nil {
 		t.Fatalf("reload to a post-paid rule with --store redis: %v", err)
 	}
-	if src.current() != good {
-		t.Fatal("the refused policy serves")
+	if !src.current().Rule("llm", "tokens").PostPaid() {
+		t.Fatal("the post-paid rule does not serve after the reload")
+	}
+	cs, err := loadSettings(append(redis, "--candidate-policy", path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand, err := loadCandidate(ctx, cs, clk, prometheus.NewRegistry(), keyhash.Random(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cand.file.Current(); p == nil || !p.Rule("llm", "tokens").PostPaid() {
+		t.Fatal("a post-paid candidate policy did not load with --store redis")
 	}
 
-	s, err := loadSettings([]string{"--store", "redis", "--redis-addr", "127.0.0.1:1", "--candidate-policy", path})
+	_, src = load(append(redis, "--policy", path)...)
+	reg := prometheus.NewRegistry()
+	be, err := openRedis(ctx, s, reg, clk, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cand, err := loadCandidate(ctx, s, clock.NewMonotonic(), prometheus.NewRegistry(), keyhash.Random(), log)
+	defer be.close()
+	svc, err := service.New(service.Options{Policy: src.current, Store: be.store, Local: be.local, StoreName: be.name,
+		Metrics: metrics.New(reg), Clock: clk, Logger: log, KeyHash: keyhash.Random()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := cand.file.Current(); p != nil {
-		t.Fatalf("a post-paid candidate policy loaded with --store redis: %s", p.Summary())
+	call := func(hits uint64) *rlsv3.RateLimitResponse {
+		t.Helper()
+		req := &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries:    []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user_id", Value: "alice"}},
+			HitsAddend: wrapperspb.UInt64(hits),
+		}}}
+		resp, err := svc.ShouldRateLimit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	if r := call(0); r.OverallCode != ok || r.Statuses[0].LimitRemaining != 1000 {
+		t.Fatalf("check: %v", r)
+	}
+	if r := call(5000); r.OverallCode != over || r.Statuses[0].LimitRemaining != 0 || r.DynamicMetadata.GetFields()["debt"].GetNumberValue() != 4000 {
+		t.Fatalf("report of 5000: %v", r)
+	}
+	if r := call(0); r.OverallCode != over || r.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("check in debt: %v", r)
 	}
 }

@@ -61,6 +61,7 @@ type redisSettings struct {
 var redisFlags = map[string]string{
 	"Addr": "--redis-addr", "URL": "--redis-url", "CAFile": "--redis-ca-file",
 	"CertFile": "--redis-cert-file", "KeyFile": "--redis-key-file", "Cluster": "--redis-cluster",
+	"Username": "--redis-username", "Password": "--redis-password-file",
 }
 
 // redisWatchEvery pings Redis once a second: a change is logged within a
@@ -124,19 +125,25 @@ type backend struct {
 	// health reports why the store cannot decide now (server.Options.Store);
 	// nil: it always can.
 	health func() error
-	close  func()
+	// ready reports why the store has never decided yet (Redis has not
+	// answered since the start), which keeps tokengate unready; nil: it
+	// always could.
+	ready func() error
+	close func()
 }
 
 // openRedis opens the Redis store (redis.Open), with the local budget of
-// on_store_error: local, both with their metrics on reg. When Redis cannot
-// be reached at start, tokengate serves anyway (degraded, every rule's
-// on_store_error answering) and the store keeps connecting in the
-// background, so that replicas started during an outage recover when
-// Redis returns; but a setting no retry can fix (redisconn.ErrConfig: a
-// bad CA file, TLS on one side only, a wrong password, ...) stops the
-// start, naming its flag (redisFlags). Once connected, the store checks
-// Redis's memory settings once and logs Redis lost and back until ctx ends
-// or the backend is closed.
+// on_store_error: local, both with their metrics on reg. A setting wrong
+// in itself (a bad URL, a CA file that does not read) stops the start,
+// naming its flag (redisFlags). Otherwise tokengate serves, but is not
+// ready until Redis has answered once (ready), the reason on /readyz:
+// Redis down, a name that does not resolve, credentials or TLS settings
+// Redis refuses; the store keeps connecting in the background, so that it
+// gets ready without a restart once Redis or the settings on its side are
+// right. From then on a lost Redis leaves it ready, every rule's
+// on_store_error answering. Once connected, the store checks Redis's
+// memory settings once and logs Redis lost and back until ctx ends or the
+// backend is closed.
 func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*backend, error) {
 	r := s.Redis
 	password := r.Password
@@ -173,6 +180,6 @@ func openRedis(ctx context.Context, s settings, reg prometheus.Registerer, clk c
 	}
 	return &backend{
 		name: "redis", store: st, local: budget, candidate: st.Candidate(),
-		health: func() error { return st.Health(context.Background()) }, close: st.Close,
+		health: func() error { return st.Health(context.Background()) }, ready: st.Ready, close: st.Close,
 	}, nil
 }

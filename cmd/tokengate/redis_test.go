@@ -81,32 +81,55 @@ func TestRedisTimeoutDefault(t *testing.T) {
 }
 
 // TestServeRedisPasswordFile: tokengate serves from a Redis that wants a
-// password, read from --redis-password-file, and refuses to start with the
-// wrong one.
+// password, read from --redis-password-file; with the wrong one it is not
+// ready, saying why, and never logs the password.
 func TestServeRedisPasswordFile(t *testing.T) {
 	srv := redistest.Start(t, "--requirepass", "s3cret")
 	file := filepath.Join(t.TempDir(), "password")
-	if err := os.WriteFile(file, []byte("wrong\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	err := serve([]string{"--store", "redis", "--redis-addr", srv.Addr(), "--redis-password-file", file,
-		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "redis") {
-		t.Fatalf("wrong password: %v", err)
-	}
-	if strings.Contains(stderr.String()+err.Error(), "wrong") {
-		t.Fatal("the password was logged")
+	for _, password := range []string{"wrong", "s3cret"} {
+		if err := os.WriteFile(file, []byte(password+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		be, tap := openRedisT(t, "--redis-addr", srv.Addr(), "--redis-password-file", file)
+		err := be.ready()
+		if password == "s3cret" {
+			if err != nil {
+				t.Fatalf("the right password: not ready: %v", err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "refused the credentials: set the user name (--redis-username) and password (--redis-password-file) it expects") {
+			t.Fatalf("wrong password: ready %v", err)
+		}
+		if strings.Contains(err.Error(), password) || strings.Contains(tap.text(), password) {
+			t.Fatal("the password was logged")
+		}
 	}
 }
 
+// openRedisT is openRedis with serve's settings for --store redis and
+// args, until the test ends, logging to the returned tap.
+func openRedisT(t *testing.T, args ...string) (*backend, *logTap) {
+	t.Helper()
+	s, err := loadSettings(append([]string{"--store", "redis", "--redis-dial-timeout", "300ms"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := newLogTap()
+	ctx, cancel := context.WithCancel(context.Background())
+	be, err := openRedis(ctx, s, prometheus.NewRegistry(), clock.NewMonotonic(), slog.New(tap))
+	if err != nil {
+		cancel()
+		t.Fatalf("%v stopped the start: %v", args, err)
+	}
+	t.Cleanup(func() { cancel(); be.close() })
+	return be, tap
+}
+
 // TestServeRedisConfigErrors: tokengate exits 1 at start, naming the flag
-// and the file or address, when the Redis settings are wrong in a way no
-// retry fixes, against real Redis processes on TLS and plaintext ports.
+// and the file, when the Redis settings are wrong in themselves.
 func TestServeRedisConfigErrors(t *testing.T) {
 	srv := redistest.StartTLS(t)
-	other := redistest.StartTLS(t) // signed by another CA
-	mutual := redistest.StartTLS(t, "--tls-auth-clients", "yes")
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.pem")
 	noPEM := filepath.Join(dir, "ca.txt")
@@ -124,16 +147,10 @@ func TestServeRedisConfigErrors(t *testing.T) {
 			[]string{"--redis-ca-file: read " + dir + ": is a directory"}},
 		{"CA file without PEM", []string{"--redis-addr", srv.TLSAddr(), "--redis-ca-file", noPEM},
 			[]string{"--redis-ca-file " + noPEM + ": no PEM certificate in it"}},
-		{"CA of another server", []string{"--redis-addr", srv.TLSAddr(), "--redis-ca-file", other.CAFile},
-			[]string{srv.TLSAddr() + ": its TLS certificate is not signed by a CA in --redis-ca-file " + other.CAFile}},
-		{"client certificate required", []string{"--redis-addr", mutual.TLSAddr(), "--redis-ca-file", mutual.CAFile},
-			[]string{mutual.TLSAddr() + " refused TLS (remote error: tls: certificate required): if Redis wants a client certificate, set its tls-auth-clients to no or optional"}},
-		{"TLS against a plaintext port", []string{"--redis-addr", srv.Addr(), "--redis-ca-file", srv.CAFile},
-			[]string{srv.Addr() + " is a plaintext port but TLS is on (--redis-ca-file): point --redis-addr at Redis's TLS port"}},
-		{"rediss:// against a plaintext port", []string{"--redis-url", "rediss://" + srv.Addr(), "--redis-ca-file", srv.CAFile},
-			[]string{srv.Addr() + " is a plaintext port but TLS is on (--redis-ca-file): point --redis-url at Redis's TLS port"}},
-		{"plaintext against a TLS port", []string{"--redis-addr", srv.TLSAddr()},
-			[]string{srv.TLSAddr() + " speaks TLS but TLS is off: set --redis-ca-file"}},
+		{"unix URL without a path", []string{"--redis-url", "unix://" + srv.Addr()},
+			[]string{`--redis-url "unix://` + srv.Addr() + `" has no socket path`}},
+		{"a socket path as the address", []string{"--redis-addr", "/run/redis.sock"},
+			[]string{`--redis-addr "/run/redis.sock": want host:port (a Unix socket is --redis-url unix:///path/to/redis.sock)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"serve", "--store", "redis", "--redis-dial-timeout", "300ms",
@@ -154,16 +171,55 @@ func TestServeRedisConfigErrors(t *testing.T) {
 					t.Errorf("stderr does not say %q:\n%s", w, stderr.String())
 				}
 			}
-			if strings.Contains(stderr.String(), "unreachable") {
-				t.Errorf("a configuration error was logged as Redis unreachable:\n%s", stderr.String())
+		})
+	}
+}
+
+// TestRedisRefusesSettings: settings that real Redis processes on TLS and
+// plaintext ports refuse do not stop the start: tokengate is not ready,
+// the reason (naming the flag and the address) in one log line and on
+// Ready, as it keeps connecting, until Redis or the settings on its side
+// change.
+func TestRedisRefusesSettings(t *testing.T) {
+	srv := redistest.StartTLS(t)
+	other := redistest.StartTLS(t) // signed by another CA
+	mutual := redistest.StartTLS(t, "--tls-auth-clients", "yes")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"CA of another server", []string{"--redis-addr", srv.TLSAddr(), "--redis-ca-file", other.CAFile},
+			srv.TLSAddr() + ": its TLS certificate is not signed by a CA in --redis-ca-file " + other.CAFile},
+		{"client certificate required", []string{"--redis-addr", mutual.TLSAddr(), "--redis-ca-file", mutual.CAFile},
+			mutual.TLSAddr() + " refused TLS (remote error: tls: certificate required): if Redis wants a client certificate, set its tls-auth-clients to no or optional"},
+		{"TLS against a plaintext port", []string{"--redis-addr", srv.Addr(), "--redis-ca-file", srv.CAFile},
+			srv.Addr() + " is a plaintext port but TLS is on (--redis-ca-file): point --redis-addr at Redis's TLS port"},
+		{"rediss:// against a plaintext port", []string{"--redis-url", "rediss://" + srv.Addr(), "--redis-ca-file", srv.CAFile},
+			srv.Addr() + " is a plaintext port but TLS is on (--redis-ca-file): point --redis-url at Redis's TLS port"},
+		{"plaintext against a TLS port", []string{"--redis-addr", srv.TLSAddr()},
+			srv.TLSAddr() + " speaks TLS but TLS is off: set --redis-ca-file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be, tap := openRedisT(t, tc.args...)
+			if err := be.ready(); err == nil || !strings.Contains(err.Error(), "redis has not answered since the start: redis: "+tc.want) {
+				t.Errorf("ready: %v, want it to say %q", err, tc.want)
+			}
+			lines := tap.lines("redis refuses tokengate's settings: not ready until it answers; connecting in the background")
+			if len(lines) != 1 || !strings.Contains(attr(lines[0], "error").String(), tc.want) {
+				t.Errorf("logged %d lines saying so, want one naming %q:\n%s", len(lines), tc.want, tap.text())
+			}
+			if len(tap.lines("redis unreachable at start: not ready until it answers; connecting in the background")) != 0 {
+				t.Errorf("a configuration error was logged as Redis unreachable:\n%s", tap.text())
 			}
 		})
 	}
 }
 
 // TestRedisDownAtStart: with Redis down at start, plaintext or TLS, the
-// Redis backend is built anyway (store unhealthy, logged unreachable) and
-// connects in the background once Redis is up, without a restart.
+// Redis backend is built anyway (store unhealthy and not ready, logged
+// unreachable) and connects in the background once Redis is up, without
+// a restart; it is ready from then on.
 func TestRedisDownAtStart(t *testing.T) {
 	srv := redistest.StartTLS(t)
 	for _, tc := range []struct {
@@ -175,28 +231,23 @@ func TestRedisDownAtStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv.Stop()
-			s, err := loadSettings(append([]string{"--store", "redis", "--redis-dial-timeout", "200ms"}, tc.args...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tap := newLogTap()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			be, err := openRedis(ctx, s, prometheus.NewRegistry(), clock.NewMonotonic(), slog.New(tap))
-			if err != nil {
-				t.Fatalf("Redis down at start stopped the start: %v", err)
-			}
-			defer be.close()
+			be, tap := openRedisT(t, tc.args...)
 			if err := be.health(); err == nil {
 				t.Fatal("store healthy with Redis down")
 			}
-			if len(tap.lines("redis unreachable at start: serving with on_store_error, connecting in the background")) != 1 {
+			if err := be.ready(); err == nil || !strings.Contains(err.Error(), "redis has not answered since the start") {
+				t.Fatalf("ready with Redis down at start: %v", err)
+			}
+			if len(tap.lines("redis unreachable at start: not ready until it answers; connecting in the background")) != 1 {
 				t.Error("Redis down at start was not logged as unreachable")
 			}
 			srv.Restart()
 			tap.waitFor(t, "redis store connected")
 			if err := be.health(); err != nil {
 				t.Fatalf("store unhealthy once connected: %v", err)
+			}
+			if err := be.ready(); err != nil {
+				t.Fatalf("not ready once connected: %v", err)
 			}
 		})
 	}
@@ -243,6 +294,19 @@ func (l *logTap) waitFor(t *testing.T, msg string) {
 	}
 }
 
+// text is every record, a line each: message and attributes.
+func (l *logTap) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, r := range l.records {
+		b.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
 // lines returns the records with message msg.
 func (l *logTap) lines(msg string) []slog.Record {
 	l.mu.Lock()
@@ -287,7 +351,7 @@ func TestRedisOutageLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.close()
-	pol, err := policy.Parse("outage.yaml", []byte("domains:\n  edge:\n    - {name: per-user, match: [{key: user_id}], capacity: 5, refill: 1/s}\n"))
+	pol, err := policy.Parse("outage.yaml", []byte("domains:\n  edge:\n    - {name: per-user, match: [{key: user_id}], capacity: 5, refill: 1/s, on_store_error: deny}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
 		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
-		Policy: current, Candidate: cand.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: src.ready, TLS: grpcTLS,
+		Policy: current, Candidate: cand.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: allReady(src.ready, st.ready), TLS: grpcTLS,
 		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log, Clock: clk, GRPCMaxRecvBytes: s.GRPCMaxRecvBytes,
 		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
 		Propagator: tr.propagator,
@@ -117,6 +117,21 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	}
 	log.Info("tokengate starting", slog.String("version", versionString()), slog.String("store", s.Store), slog.Bool("grpc_tls", grpcTLS != nil), slog.Bool("tracing", tr.tracer != nil))
 	return srv.Serve(ctx)
+}
+
+// allReady is the readiness of every part that has one (nil: always
+// ready): the first reason one gives not to be ready, nil when none does.
+func allReady(parts ...func() error) func() error {
+	return func() error {
+		for _, ready := range parts {
+			if ready != nil {
+				if err := ready(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 }
 
 // decisionLog is the service's decision log: serve's logger, at most

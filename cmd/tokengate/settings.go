@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tokengate/tokengate/internal/suggest"
+	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/server"
 	"github.com/tokengate/tokengate/pkg/service"
 )
@@ -50,6 +51,9 @@ type settings struct {
 	ReplayWindow     time.Duration
 	// ReadyRequiresStore: not ready while the store fails (server.Options).
 	ReadyRequiresStore bool
+	// OnStoreError is the on_store_error of rules that name none
+	// (policy.Compiler.OnStoreError).
+	OnStoreError string
 	// The HTTP status of a denial, per front door (frontdoor.Options).
 	ExtAuthzDenyStatus    int
 	ForwardAuthDenyStatus int
@@ -57,6 +61,7 @@ type settings struct {
 	MetricsAddr           string          // the metrics alone, at MetricsPath; "" none
 	MetricsPath           string          //
 	ShadowAll             bool            // service.Options.ShadowAll
+	ReferenceCharge       string          // every_hit or before_request: policy.Compiler.ReferencePrepaid
 	LimitHeaders          string          // service.Options.LimitHeaders, comma-separated
 	ClientReasonHeader    bool            // service.Options.ClientReasonHeader
 	Redis                 redisSettings   // the other --redis-* settings (redis.go)
@@ -301,6 +306,28 @@ Not flags:
 	return b.String()
 }
 
+// referencePrepaid reads --reference-charge (serve's, import's): whether
+// the rules of envoyproxy/ratelimit's files are pre-paid
+// (policy.Compiler.ReferencePrepaid).
+func referencePrepaid(charge string) (bool, error) {
+	switch charge {
+	case policy.EveryHit.String():
+		return false, nil
+	case policy.BeforeRequest.String():
+		return true, nil
+	}
+	return false, fmt.Errorf("--reference-charge %q: want every_hit or before_request", charge)
+}
+
+// storeErrorMode is --on-store-error.
+func (s settings) storeErrorMode() (policy.StoreErrorMode, error) {
+	m, err := policy.ParseStoreErrorMode(s.OnStoreError)
+	if err != nil {
+		return m, fmt.Errorf("--on-store-error %w", err)
+	}
+	return m, nil
+}
+
 func (s settings) check() error {
 	switch {
 	case s.Store != "memory" && s.Store != "redis":
@@ -324,7 +351,13 @@ func (s settings) check() error {
 	case s.DecisionLogRate < 0:
 		return fmt.Errorf("--decision-log-rate %d: want lines a second, or 0 to turn the decision log off", s.DecisionLogRate)
 	}
+	if _, err := s.storeErrorMode(); err != nil {
+		return err
+	}
 	if err := checkOTLPEndpoint(s.OTLPEndpoint); err != nil {
+		return err
+	}
+	if _, err := referencePrepaid(s.ReferenceCharge); err != nil {
 		return err
 	}
 	if err := s.Redis.check(); s.Store == "redis" && err != nil {

@@ -39,7 +39,10 @@ type Metrics struct {
 	Remaining *prometheus.HistogramVec // domain, rule: remaining share of capacity
 	// Forgiven counts the tokens of post-paid reports beyond their rule's
 	// max_debt, not charged.
-	Forgiven    *prometheus.CounterVec   // domain, rule
+	Forgiven *prometheus.CounterVec // domain, rule
+	// Unreserved counts the checks of a reserve rule that held nothing:
+	// the request carried no request id (pkg/service, reserve.go).
+	Unreserved  *prometheus.CounterVec   // domain, rule
 	RPCDuration *prometheus.HistogramVec // method, code
 	StoreErrors *prometheus.CounterVec   // store
 	// StoreFallbacks counts descriptors that on_store_error answered.
@@ -84,6 +87,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Forgiven: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_forgiven_tokens_total",
 			Help: "Tokens of post-paid reports beyond their rule's max_debt, not charged, by domain and rule.",
+		}, []string{"domain", "rule"}),
+		Unreserved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokengate_unreserved_checks_total",
+			Help: "Checks of a reserve rule that held no tokens (the request carried no request id), by domain and rule.",
 		}, []string{"domain", "rule"}),
 		RPCDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tokengate_rpc_duration_seconds",
@@ -131,7 +138,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, method := range []string{FrontDoorRateLimit, FrontDoorExtAuthz} {
 		m.InvalidUTF8.WithLabelValues(method)
 	}
-	reg.MustRegister(m.Decisions, m.Remaining, m.Forgiven, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
+	reg.MustRegister(m.Decisions, m.Remaining, m.Forgiven, m.Unreserved, m.RPCDuration, m.StoreErrors, m.StoreFallbacks, m.StoreErrorAnswers,
 		m.Reloads, m.ReloadFailures, m.PolicyInfo, m.RevisionDecreases, m.InvalidUTF8, m.StoreDegraded, m.descriptors.vec,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.lastRevision.Store(math.MinInt64)

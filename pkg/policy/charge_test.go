@@ -54,7 +54,7 @@ func TestParsePostPaidErrors(t *testing.T) {
 		return "domains:\n  edge:\n    - name: r\n      match: [{key: user_id}]\n      capacity: 10\n      refill: 1/s\n" + extra
 	}
 	for _, c := range []struct{ name, src, want string }{
-		{"bad charge", rule("      charge: later\n"), `policy.yaml:7: domain "edge" rule "r": charge: "later": want before_request or after_response`},
+		{"bad charge", rule("      charge: later\n"), `policy.yaml:7: domain "edge" rule "r": charge: "later": want before_request, after_response or every_hit`},
 		{"max_debt without charge", rule("      max_debt: 5\n"), `policy.yaml:7: domain "edge" rule "r": max_debt: only with charge: after_response`},
 		{"max_debt negative", rule("      charge: after_response\n      max_debt: -1\n"), `policy.yaml:8: domain "edge" rule "r": max_debt -1 out of range [0, 1000000000000000]`},
 		{"max_debt too large", rule("      charge: after_response\n      max_debt: 1000000000000001\n"), `max_debt 1000000000000001 out of range`},
@@ -77,7 +77,7 @@ func TestParsePostPaidErrors(t *testing.T) {
 func TestExplainPostPaid(t *testing.T) {
 	out := mustParse(t, postPaidPolicy).Explain("llm", entries("user_id", "alice")).String()
 	for _, w := range []string{
-		`capacity 20000, refill 20000/m, charge after_response, max_debt 100000, on_resize clamp, on_store_error deny`,
+		`capacity 20000, refill 20000/m, charge after_response, max_debt 100000, on_resize clamp, on_store_error local`,
 		`post-paid: a descriptor with its own hits_addend above 0 reports usage`,
 	} {
 		if !strings.Contains(out, w) {

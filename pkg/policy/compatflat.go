@@ -226,7 +226,14 @@ func (r *reader) flatRule(domainName string, fp flatPath) *Rule {
 		r.errs[len(r.errs)-1].Line = leaf.line
 		return nil
 	}
-	rule.Cost, rule.MaxCost = 1, int64(l.rpu)
+	rule.Cost, rule.MaxCost, rule.Charge = 1, int64(l.rpu), r.refCharge
+	if rule.PostPaid() {
+		// Every hit counted, to one window's worth of debt (the band's
+		// capacity, requests_per_unit): the bucket is whole again within
+		// two windows.
+		rule.MaxCost = 0
+		r.maxDebt(rule, nil, at{}, true)
+	}
 	return rule
 }
 

@@ -18,11 +18,31 @@ type Compiler struct {
 	// with that error, at the rule's line, as an invalid field is. Set it
 	// before the first Compile.
 	Unsupported func(*Rule) error
+	// OnStoreError, when set, is the on_store_error of the rules that name
+	// none, in either format (serve's --on-store-error); nil is
+	// DefaultStoreErrorMode. Set it before the first Compile.
+	OnStoreError *StoreErrorMode
+	// ReferencePrepaid charges the rules of envoyproxy/ratelimit's files
+	// (and xDS) before the request, so that a refused request charges
+	// nothing (charge: before_request), as the reference's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is read here. By
+	// default they charge every hit (charge: every_hit, max_debt one
+	// window's requests_per_unit), as the reference counts. Set it before
+	// the first Compile.
+	ReferencePrepaid bool
 	// Anchor maps the store's clock onto the wall clock, for calendar
 	// budgets (budget.go): taken once when the process starts (its
 	// clock's clock.Monotonic.Anchor). Set it before the first Compile.
 	Anchor clock.Anchor
 	lastID atomic.Uint64
+}
+
+// referenceCharge is how the rules of reference files are charged.
+func (c *Compiler) referenceCharge() Charge {
+	if c.ReferencePrepaid {
+		return BeforeRequest
+	}
+	return EveryHit
 }
 
 // Compile parses and validates the policy file data (file names it in
@@ -52,15 +72,22 @@ func (c *Compiler) Compile(file string, data []byte, prev *Policy, now int64) (*
 // CompileFiles is Compile for a set of files (a directory, name), each in
 // either format (files.go).
 func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int64) (*Policy, error) {
-	p, err := parseFiles(name, files)
+	p, err := parseFiles(name, files, c.referenceCharge())
 	if err == nil {
 		err = c.supported(p)
 	}
 	if err != nil {
 		return nil, err
 	}
+	onStoreError := DefaultStoreErrorMode
+	if c.OnStoreError != nil {
+		onStoreError = *c.OnStoreError
+	}
 	for _, name := range p.names {
 		for _, r := range p.domains[name].rules {
+			if !r.storeErrorNamed {
+				r.OnStoreError = onStoreError
+			}
 			if r.HasBucket() {
 				c.versions(r, prev.limited(r.Domain, r.Name), now)
 			}

@@ -18,7 +18,7 @@
 //	      cost: 1                # default 1
 //	      max_cost: 100          # default capacity
 //	      on_resize: clamp       # clamp | scale
-//	      on_store_error: deny   # deny | allow | local
+//	      on_store_error: local  # local | deny | allow [Compiler.OnStoreError, else local]
 //	      shadow: false
 //	    - name: health
 //	      match: [{key: path, value: /healthz}]
@@ -48,7 +48,9 @@
 // format, one domain a file (the compat format, in the files' names:
 // compat*.go); compatparse.go reads it and compatflat.go turns its tree of
 // descriptors into the rules above, in an order under which first
-// match decides as the reference's walk does. A domain defined in two
+// match decides as the reference's walk does; their limits charge every
+// hit (charge: every_hit, max_debt one window's requests_per_unit), or
+// before the request with Compiler.ReferencePrepaid. A domain defined in two
 // files is an error naming both. NativeYAML writes any policy back in this
 // format (`tokengate import`), ImportReport lists how the answers differ
 // from the reference's.

@@ -142,16 +142,26 @@ func (e *Explanation) String() string {
 		return b.String()
 	case r.Deny:
 		b.WriteString("  capacity 0: always OVER_LIMIT, no bucket\n")
-	case r.PostPaid():
+	case r.Charge == AfterResponse:
 		fmt.Fprintf(&b, "  %s, charge %s, max_debt %s, on_resize %s, on_store_error %s\n",
 			r.bandsString(), r.Charge, r.maxDebtString(), r.OnResize, r.OnStoreError)
 		b.WriteString("  post-paid: a descriptor with its own hits_addend above 0 reports usage (always charged, down to -max_debt);\n" +
 			"  any other checks that a token is left, charging nothing\n")
+		explainReserve(&b, r)
+	case r.Charge == EveryHit:
+		fmt.Fprintf(&b, "  %s, cost %d, charge %s, max_debt %s, on_resize %s, on_store_error %s\n",
+			r.bandsString(), r.Cost, r.Charge, r.maxDebtString(), r.OnResize, r.OnStoreError)
+		b.WriteString("  every hit: each descriptor is charged its cost, refused or not, down to -max_debt, and is OVER_LIMIT\n" +
+			"  while the balance is below zero after it (hits_addend 0: a check that charges nothing)\n")
 	default:
 		fmt.Fprintf(&b, "  %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",
 			r.bandsString(), r.Cost, r.MaxCost, r.OnResize, r.OnStoreError)
 	}
-	if len(r.Bands) > 1 {
+	switch {
+	case len(r.Bands) <= 1:
+	case r.PostPaid():
+		b.WriteString("  the limits are decided together: a report is charged on every one, and the descriptor is OVER_LIMIT when any one is\n")
+	default:
 		b.WriteString("  the limits are decided together: a descriptor is charged on every one or on none\n")
 	}
 	if r.Limit.Given || r.Limit.Name != r.Name {

@@ -72,9 +72,10 @@ func FilesSHA256(name string, files []File) [32]byte {
 }
 
 // parseFiles reads and validates a set of policy files into one Policy
-// whose rules have no Version yet. It reports every issue of every file,
-// sorted by file and line.
-func parseFiles(name string, files []File) (*Policy, error) {
+// whose rules have no Version yet, the rules of reference files charged
+// as ref says (Compiler.ReferenceCharge). It reports every issue of every
+// file, sorted by file and line.
+func parseFiles(name string, files []File, ref Charge) (*Policy, error) {
 	p := &Policy{name: name, sum: FilesSHA256(name, files), domains: make(map[string]*domain)}
 	var errs Errors
 	var warnings []*Issue
@@ -84,7 +85,7 @@ func parseFiles(name string, files []File) (*Policy, error) {
 		errs = append(errs, &Issue{File: name, Err: errors.New("no *.yaml policy files")})
 	}
 	for _, f := range files {
-		r := &reader{file: f.Name}
+		r := &reader{file: f.Name, refCharge: ref}
 		add := func(dname string, line int, d *domain) {
 			if first, ok := where[dname]; ok {
 				r.fail(&yaml.Node{Line: line}, at{domain: dname}, "", fmt.Errorf("repeated domain: also in %s", first))

@@ -52,7 +52,7 @@ func FuzzParse(f *testing.F) {
 		for _, name := range p.Domains() {
 			rules := p.Rules(name)
 			for i, r := range rules {
-				if r.HasBucket() && (r.Version == nil || r.Cost > r.MaxCost || r.MaxCost > r.Version.Params.Capacity()) {
+				if r.HasBucket() && (r.Version == nil || r.Cost > costBound(r) || r.MaxCost > r.Version.Params.Capacity()) {
 					t.Fatalf("rule %+v", r)
 				}
 				desc := make([]Entry, len(r.Match))
@@ -154,4 +154,17 @@ func checkFrontDoors(t *testing.T, p *Policy) {
 			}
 		}
 	}
+}
+
+// costBound is the largest default cost r may have: its max_cost, or for
+// a rule charged below zero (which refuses no cost: MaxCost 0) its
+// capacity; -1 for a rule whose max_cost is wrong for its charge.
+func costBound(r *Rule) int64 {
+	switch {
+	case r.PostPaid() != (r.MaxCost == 0):
+		return -1
+	case r.PostPaid():
+		return r.Version.Params.Capacity()
+	}
+	return r.MaxCost
 }

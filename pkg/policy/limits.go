@@ -131,27 +131,6 @@ func (r *reader) band(n *yaml.Node, f map[string]*yaml.Node, a at, prefix, missi
 	return p, capacity, true, err == nil && rateOK
 }
 
-// withMaxDebt bounds every band's debt by debt, or by its own capacity
-// when the rule gives no max_debt (n nil), failing at n when a bound is
-// out of range. It changes the bands only when paramsOK.
-func (r *reader) withMaxDebt(rule *Rule, n *yaml.Node, debt int64, a at, paramsOK bool) {
-	for i := range rule.Bands {
-		b := &rule.Bands[i]
-		d := debt
-		if n == nil {
-			d = b.params.Capacity()
-		}
-		p, err := b.params.WithMaxDebt(d)
-		if err != nil {
-			r.fail(n, a, "max_debt", err)
-			return
-		}
-		if paramsOK {
-			b.params = p
-		}
-	}
-}
-
 // minCapacity is the smallest capacity of the rule's bands: what a cost
 // may be at most; 0 without a band (limits that did not parse).
 func (rule *Rule) minCapacity() int64 {

@@ -161,3 +161,49 @@ func TestBandsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestBandsOtherCharges: limits with charge: every_hit and with a reserve
+// bound each band's debt by its own capacity, explain as decided
+// together, and export and read back to the same rules.
+func TestBandsOtherCharges(t *testing.T) {
+	p := mustParse(t, "request_id_key: rid\ndomains:\n  edge:\n"+
+		"    - {name: hits, match: [{key: org}], charge: every_hit, limits: [{capacity: 10, refill: 10/m}, {budget: 30, per: day}]}\n"+
+		"    - {name: held, match: [{key: team}], charge: after_response, reserve: 20, limits: [{capacity: 100, refill: 100/m}, {capacity: 50, refill: 50/h}]}\n")
+	for _, c := range []struct {
+		rule  string
+		debts []int64
+		cost  int64
+	}{{"hits", []int64{10, 30}, 1}, {"held", []int64{100, 50}, 0}} {
+		r := p.Rule("edge", c.rule)
+		for i, b := range r.Bands {
+			if d := b.Version.Params.MaxDebt(); d != c.debts[i] {
+				t.Errorf("%s band %d: max_debt %d, want %d", c.rule, i, d, c.debts[i])
+			}
+		}
+		if r.Cost != c.cost || r.MaxCost != 0 {
+			t.Errorf("%s: cost %d, max_cost %d, want %d and 0", c.rule, r.Cost, r.MaxCost, c.cost)
+		}
+	}
+	want := "a report is charged on every one, and the descriptor is OVER_LIMIT when any one is"
+	for _, c := range []struct{ key, debts string }{{"org", "max_debt 10; 30"}, {"team", "max_debt 100; 50"}} {
+		if out := p.Explain("edge", entries(c.key, "x")).String(); !strings.Contains(out, want) || !strings.Contains(out, c.debts) {
+			t.Errorf("explain of %s:\n%s", c.key, out)
+		}
+	}
+	out, err := p.NativeYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := mustParse(t, string(out))
+	for _, name := range []string{"hits", "held"} {
+		r, z := p.Rule("edge", name), back.Rule("edge", name)
+		if z.Charge != r.Charge || z.Reserve != r.Reserve || z.Cost != r.Cost || len(z.Bands) != len(r.Bands) {
+			t.Fatalf("%s exported as\n%s", name, out)
+		}
+		for i := range r.Bands {
+			if z.Bands[i].Version.Params != r.Bands[i].Version.Params {
+				t.Errorf("%s band %d: read back as %+v, was %+v", name, i, z.Bands[i].Version.Params, r.Bands[i].Version.Params)
+			}
+		}
+	}
+}

@@ -14,10 +14,10 @@ import (
 
 var (
 	topFields   = []string{"revision", "request_id_key", "domains", "front_doors"}
-	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "charge", "max_debt", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota", "limits"}
+	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "charge", "max_debt", "reserve", "reserve_ttl", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota", "limits"}
 	entryFields = []string{"key", "value", "shared", "literal", "metric"}
 	// bucketFields only make sense on a rule with a bucket.
-	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "charge", "max_debt", "on_resize", "on_store_error", "shadow", "current_limit", "quota", "limits"}
+	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "charge", "max_debt", "reserve", "reserve_ttl", "on_resize", "on_store_error", "shadow", "current_limit", "quota", "limits"}
 )
 
 func (r *reader) policy(root *yaml.Node, p *Policy) {
@@ -109,6 +109,7 @@ func (r *reader) domain(name string, n *yaml.Node, requestIDKey string) *domain 
 	for i, rn := range n.Content {
 		repeated := r.repeatedName(rn, at{domain: name, index: i + 1}, lines)
 		rule := r.rule(rn, name, i+1)
+		r.reserveNeedsID(rn, name, i+1, requestIDKey)
 		if rule == nil || repeated {
 			continue
 		}
@@ -274,19 +275,22 @@ func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at)
 		r.deny(rule, f, a)
 		return
 	}
-	if !r.charge(rule, f, a, paramsOK) {
+	if r.charge(rule, f, a, paramsOK) {
 		r.costs(rule, n, f, a, rule.minCapacity(), paramsOK)
 	}
 	enumField(r, f, a, "on_resize", bucket.ParseResizeMode, &rule.OnResize)
 	enumField(r, f, a, "on_store_error", ParseStoreErrorMode, &rule.OnStoreError)
+	rule.storeErrorNamed = f["on_store_error"] != nil
 	rule.Shadow, _ = r.flag(f, a, "shadow")
 	rule.Quota, _ = r.flag(f, a, "quota")
+	r.reserve(rule, f, a, paramsOK)
 	if paramsOK {
 		r.currentLimit(rule, f, a)
 	}
 }
 
-// costs reads a pre-paid rule's cost and max_cost (limits).
+// costs reads a rule's cost and, for a pre-paid one, its max_cost
+// (limits; an every_hit rule refuses no cost).
 func (r *reader) costs(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at, capacity int64, paramsOK bool) {
 	rule.Cost = 1
 	if cost, ok := r.intField(n, f, a, "cost", false); ok {
@@ -296,6 +300,9 @@ func (r *reader) costs(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at, 
 		} else if paramsOK && cost > capacity {
 			r.fail(f["cost"], a, "cost", fmt.Errorf("%d exceeds capacity %d", cost, capacity))
 		}
+	}
+	if rule.PostPaid() {
+		return
 	}
 	rule.MaxCost = capacity
 	if maxCost, ok := r.intField(n, f, a, "max_cost", false); ok {

@@ -79,7 +79,7 @@ func TestParseExample(t *testing.T) {
 		t.Fatalf("search params: %+v", s.Version.Params)
 	}
 	u := p.Rule("edge", "per-user")
-	if u.Cost != 1 || u.MaxCost != 100 || u.OnResize != bucket.Clamp || u.OnStoreError != StoreErrorDeny || u.Shadow {
+	if u.Cost != 1 || u.MaxCost != 100 || u.OnResize != bucket.Clamp || u.OnStoreError != StoreErrorLocal || u.Shadow {
 		t.Fatalf("per-user defaults: %+v", u)
 	}
 	if api := p.Rule("edge", "api"); api.Match[0] != (Pattern{Key: "path", Value: "/api/", Kind: MatchPrefix}) ||

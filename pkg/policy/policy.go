@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
@@ -63,17 +64,25 @@ type Rule struct {
 	// descriptor is charged on every band or on none.
 	Bands []Band
 	// Cost is what a request costs when Envoy sends no hits_addend; 0 for
-	// a post-paid rule.
+	// a rule charged after the response.
 	Cost int64
 	// MaxCost is the largest cost a request may ask; more is refused. 0
-	// for a post-paid rule: its reports are never refused.
+	// for a post-paid rule (PostPaid): its reports are never refused.
 	MaxCost int64
-	// Charge is when the rule charges (charge.go): before the request, or
-	// after the response (post-paid, its debt bound in
-	// Version.Params.MaxDebt()).
+	// Charge is when the rule charges (charge.go): before the request,
+	// after the response (post-paid), or every hit; the last two with
+	// their debt bound in Version.Params.MaxDebt().
 	Charge Charge
+	// Reserve is how many tokens a post-paid rule's check holds for its
+	// request id until its report settles them (reserve.go), for at most
+	// ReserveTTL; 0: none.
+	Reserve    int64
+	ReserveTTL time.Duration
 	// OnResize is how a live balance converts when capacity or rate change.
-	OnResize     bucket.ResizeMode
+	OnResize bucket.ResizeMode
+	// OnStoreError is what the rule answers while its store fails: the
+	// rule's on_store_error, or when it names none its Compiler's default
+	// (Compiler.OnStoreError, DefaultStoreErrorMode).
 	OnStoreError StoreErrorMode
 	// Shadow rules decide and count but always answer OK.
 	Shadow bool
@@ -84,6 +93,9 @@ type Rule struct {
 	Quota bool
 
 	prefix []byte // encoded domain and name: the start of every key
+	// storeErrorNamed: the rule names its on_store_error; else the
+	// Compiler's default is set when it compiles.
+	storeErrorNamed bool
 }
 
 // StoreErrorMode is what a rule answers when its store fails.
@@ -98,17 +110,24 @@ const (
 	StoreErrorLocal
 )
 
-// ParseStoreErrorMode reads "deny", "allow" or "local"; "" means deny.
+// DefaultStoreErrorMode is the on_store_error of a rule that names none,
+// unless its Compiler says otherwise: local, so that a stall or loss of the
+// shared store answers from a bounded budget per replica (marked
+// degraded) instead of refusing every request in flight as if each were
+// over its limit.
+const DefaultStoreErrorMode = StoreErrorLocal
+
+// ParseStoreErrorMode reads "deny", "allow" or "local".
 func ParseStoreErrorMode(s string) (StoreErrorMode, error) {
 	switch s {
-	case "", "deny":
+	case "deny":
 		return StoreErrorDeny, nil
 	case "allow":
 		return StoreErrorAllow, nil
 	case "local":
 		return StoreErrorLocal, nil
 	}
-	return StoreErrorDeny, fmt.Errorf("%q: want deny, allow or local", s)
+	return DefaultStoreErrorMode, fmt.Errorf("%q: want deny, allow or local", s)
 }
 
 func (m StoreErrorMode) String() string {

@@ -25,9 +25,10 @@ const MaxMatchEntries = 32
 // reader walks the YAML tree of one policy file and collects every issue,
 // so that a bad file is reported whole rather than one error at a time.
 type reader struct {
-	file     string
-	errs     Errors
-	warnings []*Issue
+	file      string
+	refCharge Charge // how the rules of a reference file are charged
+	errs      Errors
+	warnings  []*Issue
 }
 
 // at is where in the file an issue is: a domain, a rule, or neither.

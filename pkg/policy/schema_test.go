@@ -41,7 +41,7 @@ func TestSchemaFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the code: go test ./pkg/policy -run TestSchemaFile -update", SchemaPath)
+		t.Errorf("%s differs from the code: go test ./pkg/policy -run TestSchemaFile -update (then the chart's copy: cd tools && go test ./chart -run TestValuesSchemaHoldsPolicySchema -update)", SchemaPath)
 	}
 }
 

@@ -17,8 +17,11 @@ func (p *Policy) Summary() string {
 	for i, name := range p.names {
 		rules := p.domains[name].rules
 		parts[i] = fmt.Sprintf("%s: %s", name, plural(len(rules), "rule"))
-		if n := postPaid(rules); n > 0 {
+		if n := charged(rules, AfterResponse); n > 0 {
 			parts[i] += fmt.Sprintf(" (%d post-paid)", n)
+		}
+		if n := charged(rules, EveryHit); n > 0 {
+			parts[i] += fmt.Sprintf(" (%d every_hit)", n)
 		}
 	}
 	doors := ""
@@ -29,11 +32,11 @@ func (p *Policy) Summary() string {
 		p.name, p.revision, plural(len(p.names), "domain"), strings.Join(parts, ", "), doors, p.SHA256())
 }
 
-// postPaid counts the post-paid rules of rules.
-func postPaid(rules []*Rule) int {
+// charged counts the limited rules of rules charged as c says.
+func charged(rules []*Rule, c Charge) int {
 	n := 0
 	for _, r := range rules {
-		if r.PostPaid() {
+		if r.HasBucket() && r.Charge == c {
 			n++
 		}
 	}

@@ -9,7 +9,9 @@ package server
 // store's state is reported on its own, for alerting: the gRPC health
 // service StoreHealthService and the gauge tokengate_store_degraded. With
 // Options.ReadyRequiresStore, readiness follows the store too, as it did
-// before. Liveness (/healthz) never depends on the store.
+// before. A store that has never answered since the start is another
+// matter (Options.Ready): a misconfiguration, not an outage, keeps a new
+// replica unready. Liveness (/healthz) never depends on the store.
 
 import (
 	"context"
@@ -112,8 +114,9 @@ func (s *Server) setHealth(storeErr error) {
 }
 
 // readyz is GET /readyz: 200 while tokengate can answer, naming a degraded
-// store from the latest check; 503 when it cannot (no policy yet from its
-// source, or ReadyRequiresStore and the store fails now).
+// store from the latest check; 503 when it cannot (Options.Ready: no policy
+// yet from its source, a store never answered; or ReadyRequiresStore and
+// the store fails now).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if err := s.notReadyNow(); err != nil {
 		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)

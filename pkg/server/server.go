@@ -71,7 +71,8 @@ type Options struct {
 	ReadyRequiresStore bool
 	// Ready, when set, reports why tokengate cannot answer yet (nil when
 	// it can): a policy source that has not delivered its first policy
-	// (xDS). Readiness follows it as well.
+	// (xDS), a store that has not answered once since the start (Redis
+	// misspelt, refusing the credentials). Readiness follows it as well.
 	Ready func() error
 	// TLS, when set, serves gRPC over TLS only (plaintext is refused);
 	// for mTLS it verifies clients (tlsfiles.Files.ServerConfig).

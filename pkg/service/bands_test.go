@@ -21,6 +21,7 @@ import (
 )
 
 const bandsPolicy = `
+request_id_key: request_id
 domains:
   edge:
     - name: llm
@@ -34,6 +35,19 @@ domains:
       limits:
         - {capacity: 100, refill: 100/m}
         - {capacity: 1000, refill: 1000/d}
+    - name: hits
+      match: [{key: org}]
+      charge: every_hit
+      limits:
+        - {capacity: 10, refill: 10/m}
+        - {capacity: 30, refill: 1/m}
+    - name: held
+      match: [{key: project}]
+      charge: after_response
+      reserve: 40
+      limits:
+        - {capacity: 100, refill: 100/m}
+        - {capacity: 50, refill: 50/h}
 `
 
 func newBandsFixture(t testing.TB) *fixture {
@@ -45,6 +59,13 @@ func newBandsFixture(t testing.TB) *fixture {
 // now (a check at cost 0 charges nothing).
 func (f *fixture) balance(t *testing.T, rule string, band int, kv ...string) int64 {
 	t.Helper()
+	return f.bandResult(t, rule, band, kv...).Remaining
+}
+
+// bandResult is the store's answer to a cost-0 look at band i of rule's
+// bucket for the descriptor entries: its balance (Remaining) or debt.
+func (f *fixture) bandResult(t *testing.T, rule string, band int, kv ...string) store.Result {
+	t.Helper()
 	r := f.svc.opts.Policy().Rule("edge", rule)
 	var entries []policy.Entry
 	for i := 0; i < len(kv); i += 2 {
@@ -55,7 +76,7 @@ func (f *fixture) balance(t *testing.T, rule string, band int, kv ...string) int
 	if _, err := f.store.Decide(context.Background(), req, res); err != nil {
 		t.Fatal(err)
 	}
-	return res[0].Remaining
+	return res[0]
 }
 
 // TestBandsDecideTogether: a descriptor is charged on every band or on

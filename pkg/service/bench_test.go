@@ -94,13 +94,19 @@ domains:
       capacity: 1000000000
       refill: 1000000000/s
       charge: after_response
+    - name: every-hit
+      match: [{key: hit_user}]
+      capacity: 1000000000
+      refill: 1000000000/s
+      charge: every_hit
 `
 
 // BenchmarkPostPaid is a post-paid rule's decisions against a plain one's
 // on the memory store, per decision, over 100,000 users one descriptor
 // each: "plain" charges 1 before the request; "check+report" alternates a
 // request-time check (its own hits_addend 0) and a report of 3, as Envoy
-// Gateway calls for one LLM request.
+// Gateway calls for one LLM request; "every_hit" the same calls on a rule
+// that charges every hit (the reference's files).
 func BenchmarkPostPaid(b *testing.B) {
 	for _, c := range []struct {
 		name, key string
@@ -108,6 +114,7 @@ func BenchmarkPostPaid(b *testing.B) {
 	}{
 		{"plain", "user_id", []*wrapperspb.UInt64Value{nil}},
 		{"check+report", "llm_user", []*wrapperspb.UInt64Value{wrapperspb.UInt64(0), wrapperspb.UInt64(3)}},
+		{"every_hit", "hit_user", []*wrapperspb.UInt64Value{wrapperspb.UInt64(0), wrapperspb.UInt64(3)}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			svc := newFixtureWith(b, benchPostPaidPolicy, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) }, nil).svc

@@ -55,11 +55,18 @@ func newCompatFixtureWith(t *testing.T, pol *policy.Policy, opts Options) *compa
 }
 
 func readCompat(t testing.TB, path string) *policy.Policy {
+	return readCompatCharged(t, path, false)
+}
+
+// readCompatCharged reads the reference's files at path, their rules
+// pre-paid when prepaid (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true),
+// else charging every hit (its default).
+func readCompatCharged(t testing.TB, path string, prepaid bool) *policy.Policy {
 	files, err := policy.ReadFiles(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := policy.ParseFiles(path, files)
+	p, err := (&policy.Compiler{ReferencePrepaid: prepaid}).CompileFiles(path, files, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +119,17 @@ const (
 	hour   = rlsv3.RateLimitResponse_RateLimit_HOUR
 )
 
-// testBasicBaseConfig of the reference's integration_test.go.
+// testBasicBaseConfig of the reference's integration_test.go, with
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT false (its default: every hit
+// counted) and true, as the reference runs it.
 func TestCompatIntegrationBasic(t *testing.T) {
-	f := newCompatFixture(t, readCompat(t, compatData+"integration"))
+	for _, prepaid := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stop %v", prepaid), func(t *testing.T) { testCompatIntegrationBasic(t, prepaid) })
+	}
+}
+
+func testCompatIntegrationBasic(t *testing.T, prepaid bool) {
+	f := newCompatFixture(t, readCompatCharged(t, compatData+"integration", prepaid))
 	f.expect("unknown domain", f.call("foo", descr("hello", "world")), ok, want{code: ok, rpu: -1})
 	r := f.call("basic", descr("key1", "foo"))
 	f.expect("key1", r, ok, want{ok, 50, second, 49, ""})
@@ -130,13 +145,16 @@ func TestCompatIntegrationBasic(t *testing.T) {
 		f.expect(fmt.Sprintf("key2 #%d", i), f.call("another", descr("key2", "12345")), code, want{code, 20, minute, remaining, ""})
 	}
 
-	// Two keys in one request: key3 runs out first. As with the
-	// reference's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, key2 is not
-	// charged by a request that key3 refuses.
+	// Two keys in one request: key3 runs out first. As the reference
+	// counts, key2 is charged by a request that key3 refuses; with
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT it is not.
 	for i := range 15 {
 		code, remaining1, remaining2 := ok, uint32(20-(i+1)), uint32(10-(i+1))
 		if i >= 10 {
-			code, remaining1, remaining2 = over, 10, 0
+			code, remaining2 = over, 0
+			if prepaid {
+				remaining1 = 10
+			}
 		}
 		f.expect(fmt.Sprintf("key2+key3 #%d", i), f.call("another", descr("key2", "6789"), descr("key3", "6789")), code,
 			want{ok, 20, minute, remaining1, ""}, want{code, 10, hour, remaining2, ""})
@@ -330,11 +348,47 @@ func TestNativeCompatFields(t *testing.T) {
 	f.expect("fallback", f.call("edge", descr("path", "/f3/c.txt")), ok, want{ok, 1, second, 0, "any-path"})
 }
 
-// quota_mode: a request passes while one of its quota descriptors is
-// within its limit; those over it answer OVER_LIMIT and are not charged;
-// every quota descriptor over refuses the request, and charges nothing.
+// quota_mode, every hit charged (the reference's default): a request
+// passes while one of its quota descriptors is within its limit; every
+// descriptor is charged, the quota descriptors over the limit too, as the
+// reference counts them.
+func TestCompatQuotaModeEveryHit(t *testing.T) {
+	example := compatData + "examples/example.yaml"
+	f := newCompatFixture(t, readCompat(t, example))
+	s1, s2 := descr("service", "service_1"), descr("service", "service_2") // 1 and 2 a minute
+	f.expect("both within", f.call("rl", s1, s2), ok, want{ok, 1, minute, 0, ""}, want{ok, 2, minute, 1, ""})
+	f.expect("one over", f.call("rl", s1, s2), ok, want{over, 1, minute, 0, ""}, want{ok, 2, minute, 0, ""})
+	f.expect("both over", f.call("rl", s1, s2), over, want{over, 1, minute, 0, ""}, want{over, 2, minute, 0, ""})
+	// One token of debt each (max_debt: requests_per_unit) repaid in a
+	// minute: service_2 has one token, service_1 none.
+	f.clk.Add(time.Minute)
+	f.expect("one back", f.call("rl", s2, s1), ok, want{ok, 2, minute, 0, ""}, want{over, 1, minute, 0, ""})
+
+	g := newCompatFixture(t, readCompat(t, example))
+	user := descr("foo", "a", "bar", "bkthomps") // 1 a minute, not a quota
+	g.expect("all within", g.call("rl", user, s2), ok, want{ok, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
+	g.expect("a limit over", g.call("rl", user, s2), over, want{over, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 0, ""})
+	g.expect("the quota was charged", g.call("rl", s2), over, want{over, 2, minute, 0, ""})
+
+	// A hits_addend above requests_per_unit is counted, as there, and
+	// over the limit.
+	h := newCompatFixture(t, readCompat(t, example))
+	big := &ratelimitv3.RateLimitDescriptor{Entries: s2.Entries, HitsAddend: wrapperspb.UInt64(5)}
+	r := h.call("rl", big, s1)
+	h.expect("a large hit, other within", r, ok, want{over, 2, minute, 0, ""}, want{ok, 1, minute, 0, ""})
+	if reasonOf(r) != "" {
+		t.Fatalf("a counted hit has a reason: %v", r)
+	}
+	h.expect("counted", h.call("rl", s2), over, want{over, 2, minute, 0, ""})
+}
+
+// quota_mode, pre-paid (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT): a
+// request passes while one of its quota descriptors is within its limit;
+// those over it answer OVER_LIMIT and are not charged; every quota
+// descriptor over refuses the request, and charges nothing.
 func TestCompatQuotaMode(t *testing.T) {
-	f := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml"))
+	example := compatData + "examples/example.yaml"
+	f := newCompatFixture(t, readCompatCharged(t, example, true))
 	s1, s2 := descr("service", "service_1"), descr("service", "service_2") // 1 and 2 a minute
 	f.expect("both within", f.call("rl", s1, s2), ok, want{ok, 1, minute, 0, ""}, want{ok, 2, minute, 1, ""})
 	f.expect("one over", f.call("rl", s1, s2), ok, want{over, 1, minute, 0, ""}, want{ok, 2, minute, 0, ""})
@@ -342,7 +396,7 @@ func TestCompatQuotaMode(t *testing.T) {
 	f.clk.Add(30 * time.Second) // service_2 gets a token back, service_1 half of one
 	f.expect("one back", f.call("rl", s2, s1), ok, want{ok, 2, minute, 0, ""}, want{over, 1, minute, 0, ""})
 
-	g := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml"))
+	g := newCompatFixture(t, readCompatCharged(t, example, true))
 	user := descr("foo", "a", "bar", "bkthomps") // 1 a minute, not a quota
 	g.expect("all within", g.call("rl", user, s2), ok, want{ok, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
 	g.expect("a limit over", g.call("rl", user, s2), over, want{over, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
@@ -350,7 +404,7 @@ func TestCompatQuotaMode(t *testing.T) {
 
 	// A quota descriptor refused before the store is over its limit, its
 	// status the tokens its bucket holds (checked, never charged).
-	h := newCompatFixture(t, readCompat(t, compatData+"examples/example.yaml"))
+	h := newCompatFixture(t, readCompatCharged(t, example, true))
 	big := &ratelimitv3.RateLimitDescriptor{Entries: s2.Entries, HitsAddend: wrapperspb.UInt64(5)}
 	h.expect("refused quota, other within", h.call("rl", big, s1), ok, want{over, 2, minute, 2, ""}, want{ok, 1, minute, 0, ""})
 	r := h.call("rl", big)

@@ -21,7 +21,16 @@
 // -max_debt (the rest counted in tokengate_forgiven_tokens_total), first
 // and whatever the request's other descriptors say, and is OK while the
 // balance stays at zero or above (store.Store has the rule). Its verdict
-// carries the debt, into the dynamic metadata too.
+// carries the debt, into the dynamic metadata too. On a rule with reserve
+// a check with the request id holds that many tokens until the report with
+// the same id settles them (reserve.go); one without an id holds nothing,
+// counted in tokengate_unreserved_checks_total.
+//
+// On a rule with charge: every_hit (the reference's files, unless
+// pre-paid) every descriptor is a report of its cost, hits_addend 0
+// included (itemCharge): charged whatever the request's other descriptors
+// say, OVER_LIMIT while the balance after it is below zero, as the
+// reference's counter is while above its limit.
 //
 // # Verdicts
 //

@@ -44,6 +44,8 @@ func (rs *reqState) decideLocal(ctx context.Context, local store.Store) {
 		case policy.StoreErrorLocal:
 			for j, it := range ds.items(b) {
 				f.index[ds.item+j] = len(f.req.Items)
+				// Decided without the id: a local budget holds nothing.
+				it.Reserve, it.ReserveTTL = 0, 0
 				f.req.Items = append(f.req.Items, it)
 				f.ends = append(f.ends, b.ends[ds.item+j])
 			}

@@ -63,7 +63,10 @@ type desc struct {
 	// it is charged nothing and answers OVER_LIMIT for itself (quota.go).
 	quotaOver bool
 	refusal   string // why it was refused before the store, "" if not
-	cost      int64  // asked of its bucket (a refusal's too, when it has one)
+	// unreserved: a check of a reserve rule that holds nothing (no
+	// request id, or decided again without it: reserve.go).
+	unreserved bool
+	cost       int64 // asked of its bucket (a refusal's too, when it has one)
 	// bands is how many items the descriptor has from item on, one per
 	// band of its rule (bands.go); band is the one its verdict took.
 	bands, band int
@@ -121,6 +124,9 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 					cost = 0
 				}
 				rs.addBands(ds, entries, store.Item{Cost: cost, Charge: charge, Revision: pol.Revision()}, now)
+				if charge == store.Check && ds.rule.Reserves() && ds.refusal == "" {
+					rs.reserve(ds, rs.batch(ds.rule))
+				}
 			}
 		}
 		switch {
@@ -196,22 +202,23 @@ func (rs *reqState) batch(r *policy.Rule) *batch {
 }
 
 // costOf is the descriptor's cost and how it is charged (docs/policy.md,
-// "Cost" and "Token budgets for LLM traffic"), or why it is refused. On a
-// post-paid rule a descriptor with its own hits_addend above 0 is a report
-// of that much; any other, whatever the request's hits_addend, a check.
+// "Cost", "Token budgets for LLM traffic" and "Charging every hit"), or why
+// it is refused. On a post-paid rule a descriptor with its own hits_addend
+// above 0 is a report of that much; any other, whatever the request's
+// hits_addend, a check.
 func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rule, entries []policy.Entry) (int64, store.Charge, string) {
 	for _, e := range entries {
 		if len(e.Value) > MaxValueBytes {
 			return 0, store.Prepaid, fmt.Sprintf("descriptor value of %d bytes for key %q (at most %d)", len(e.Value), e.Key, MaxValueBytes)
 		}
 	}
-	charge := store.Prepaid
+	charge := itemCharge(r)
 	c := uint64(r.Cost)
 	switch {
-	case r.PostPaid() && d.GetHitsAddend().GetValue() == 0:
+	case r.Charge == policy.AfterResponse && d.GetHitsAddend().GetValue() == 0:
 		return 0, store.Check, ""
-	case r.PostPaid():
-		charge, c = store.Report, d.HitsAddend.Value
+	case r.Charge == policy.AfterResponse:
+		c = d.HitsAddend.Value
 	case d.HitsAddend != nil:
 		c = d.HitsAddend.Value
 	case hitsAddend != 0:
@@ -225,6 +232,17 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 		return int64(min(c, math.MaxInt64)), charge, fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
 	}
 	return int64(min(c, math.MaxInt64)), charge, ""
+}
+
+// itemCharge is how the store charges r's costs: as reports (never
+// refused, down to -max_debt) on a rule charged after the response (its
+// checks apart: costOf) or every hit, whose hits_addend 0 is then a report
+// of 0, over the limit while the balance is below zero; else pre-paid.
+func itemCharge(r *policy.Rule) store.Charge {
+	if r.PostPaid() {
+		return store.Report
+	}
+	return store.Prepaid
 }
 
 // decide runs the store calls: the enforced descriptors together (check
@@ -248,11 +266,12 @@ func (rs *reqState) decide(ctx context.Context, st, local store.Store, now int64
 	}
 }
 
-// uncharged makes every item but the reports cost nothing.
+// uncharged makes every item but the reports cost nothing, and hold
+// nothing.
 func uncharged(items []store.Item) {
 	for i := range items {
 		if items[i].Charge != store.Report {
-			items[i].Cost = 0
+			items[i].Cost, items[i].Reserve, items[i].ReserveTTL = 0, 0, 0
 		}
 	}
 }

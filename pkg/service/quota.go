@@ -64,6 +64,7 @@ func (rs *reqState) decideWithoutOverQuotas(ctx context.Context, st store.Store,
 		rs.quotaID = quotaRequestID(&rs.id)
 		e.req.ID = rs.quotaID.alias()
 	}
+	rs.unreserve() // its report does not carry the derived id (reserve.go)
 	rs.firstResults = append(rs.firstResults[:0], e.results...)
 	for i := range e.req.Items {
 		if e.req.Items[i].Charge == store.Report {

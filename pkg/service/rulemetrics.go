@@ -31,7 +31,10 @@ type ruleInfo struct {
 	limits     []*rlsv3.RateLimitResponse_RateLimit
 	capacities []float64
 	remaining  prometheus.Observer
-	forgiven   prometheus.Counter             // a post-paid rule's; nil for the others
+	forgiven   prometheus.Counter // a post-paid rule's; nil for the others
+	// unreserved: a reserve rule's checks that held nothing; nil for the
+	// others.
+	unreserved prometheus.Counter
 	result     [numResults]prometheus.Counter // by Result; nil for ResultRequestID, ResultNoRule and ResultReplaced
 	// While the store fails: tokengate_store_fallbacks_total of the
 	// rule's mode, and tokengate_store_error_answers_total by answer.
@@ -82,6 +85,9 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 			if r.PostPaid() {
 				info.forgiven = m.Forgiven.WithLabelValues(d, r.Name)
 			}
+			if r.Reserves() {
+				info.unreserved = m.Unreserved.WithLabelValues(d, r.Name)
+			}
 			t.rules[r] = info
 		}
 	}
@@ -112,6 +118,9 @@ func (rs *reqState) count(t *ruleTable, domain string, descriptors []*ratelimitv
 		}
 		if v.Forgiven > 0 {
 			info.forgiven.Add(float64(v.Forgiven))
+		}
+		if rs.descs[i].unreserved {
+			info.unreserved.Inc()
 		}
 		info.result[v.Result].Inc()
 		if info.byDescriptor && !v.Rule.Unlimited {

@@ -94,8 +94,8 @@ func TestStoreErrorAnswers(t *testing.T) {
 		{"open", "allow", metrics.AnswerOverLimit, 0},
 		{"per-user", "local", metrics.AnswerOK, 1},
 		{"per-user", "local", metrics.AnswerOverLimit, 1},
-		{"watch-ip", "deny", metrics.AnswerOK, 1}, // a shadow rule always answers OK
-		{"watch-ip", "deny", metrics.AnswerOverLimit, 0},
+		{"watch-ip", "local", metrics.AnswerOK, 1}, // a shadow rule always answers OK; local, the default
+		{"watch-ip", "local", metrics.AnswerOverLimit, 0},
 	} {
 		if got := testutil.ToFloat64(m.StoreErrorAnswers.WithLabelValues("edge", c.rule, c.mode, c.answer)); got != c.want {
 			t.Errorf("store_error_answers{rule=%s,mode=%s,answer=%s} = %v, want %v", c.rule, c.mode, c.answer, got, c.want)
@@ -105,7 +105,9 @@ func TestStoreErrorAnswers(t *testing.T) {
 	if n := testutil.CollectAndCount(m.StoreErrorAnswers); n != 8 {
 		t.Errorf("%d store_error_answers series, want 2 for each of 4 rules", n)
 	}
-	if got := testutil.ToFloat64(m.StoreFallbacks.WithLabelValues("deny")); got != 2 {
-		t.Errorf("fallbacks{mode=deny} = %v, want 2 (strict, watch-ip)", got)
+	for mode, want := range map[string]float64{"deny": 1, "allow": 1, "local": 3} { // local: per-user twice, watch-ip
+		if got := testutil.ToFloat64(m.StoreFallbacks.WithLabelValues(mode)); got != want {
+			t.Errorf("fallbacks{mode=%s} = %v, want %v", mode, got, want)
+		}
 	}
 }

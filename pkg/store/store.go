@@ -5,7 +5,8 @@
 // # Post-paid items
 //
 // An item of a post-paid rule (charge: after_response) is a Check or a
-// Report (Charge); every other item is Prepaid. A request is decided in two
+// Report (Charge), one of a rule charged every hit (charge: every_hit) a
+// Report, of cost 0 too; every other item is Prepaid. A request is decided in two
 // steps, each over its items in order (two items with one key are one
 // bucket, charged in order):
 //
@@ -28,7 +29,37 @@
 // budget's, whose params never refill, bucket.NewBudget) is decided like
 // any other; its bucket carries no information from Horizon.End(its
 // cursor) on, and a store drops it then (its key names its period, so no
-// later request asks for it). Every
+// later request asks for it), with its reservations.
+//
+// # Reservations
+//
+// A Check with Reserve N > 0 (a rule's reserve, only on a request with an
+// ID) holds N tokens for the request: it is covered only while the bucket
+// holds N whole tokens (bucket.Params.Decide of N, RetryAfter until it
+// does), and when the request is allowed the N are charged at once and a
+// reservation of N is recorded under (ID, Key). A second Check with the
+// same ID and Key while that reservation lives (a retried check past
+// MaxReplays, a repeat of the item in one request) is covered and charges
+// nothing more: an ID reserves at most once a bucket.
+//
+// A Report with an ID settles the reservation recorded under (ID, Key),
+// if there is one, in step 1: it is charged its Cost minus N, with the
+// usual rules of a report (a refund when negative, capped at capacity;
+// down to -MaxDebt, the rest Forgiven), and the reservation is gone, so a
+// repeat of the report (past MaxReplays) is charged as a plain report,
+// never settled twice (and a Check repeated after that reserves again,
+// until its expiry). A Report without a reservation is a plain report.
+//
+// A reservation never settled is returned, exactly N as a refund is
+// (capped at capacity), at its expiry (the Check's Now plus ReserveTTL):
+// before anything else of the first decision of its bucket at or after
+// that instant, the bucket refilled up to the expiry first, under the
+// version it is then decided under. (The order in which reservations
+// return does not matter: each adds and caps, as refill does.) A store
+// bounds the reservations it holds; one that cannot hold another covers
+// the Check as above (N tokens there) but charges and holds nothing.
+//
+// Every
 // number is an integer; a store that keeps state outside the process
 // (Redis) decides exactly what pkg/bucket does, and refuses with
 // ErrInvalid what it cannot decide yet.
@@ -78,6 +109,11 @@ type Item struct {
 	// Charge is how the item is charged: Prepaid (the zero value), or a
 	// post-paid rule's Check or Report (see the package comment).
 	Charge Charge
+	// Reserve, on a Check of a request with an ID, is how many tokens it
+	// holds until the report with the same ID settles them (see the
+	// package comment); 0 holds nothing. ReserveTTL (ns, > 0 with
+	// Reserve) is how long the reservation lives unsettled.
+	Reserve, ReserveTTL int64
 	// Revision is the revision of the policy the request was matched
 	// under (policy.Policy.Revision). Version IDs are numbered per process,
 	// so a store shared by several processes (Redis) orders versions by
@@ -181,8 +217,9 @@ type Store interface {
 
 // Validate reports, wrapping ErrInvalid, a request no store decides: more
 // than MaxItems items, fewer results than items, an item without a
-// version, of an unknown Charge, or a Check with a cost. Every Store calls
-// it first, so all refuse the same requests.
+// version, of an unknown Charge, a Check with a cost, or a reservation
+// that is not a Check's, has no request ID or no positive ReserveTTL.
+// Every Store calls it first, so all refuse the same requests.
 func Validate(req *Request, results []Result) error {
 	if n := len(req.Items); n > MaxItems || len(results) < n {
 		return fmt.Errorf("%w: %d items (at most %d, %d results)", ErrInvalid, n, MaxItems, len(results))
@@ -196,6 +233,9 @@ func Validate(req *Request, results []Result) error {
 			return fmt.Errorf("%w: item %d (%q): unknown charge %d", ErrInvalid, i, it.Key, it.Charge)
 		case it.Charge == Check && it.Cost != 0:
 			return fmt.Errorf("%w: item %d (%q): a check of cost %d (a check costs nothing)", ErrInvalid, i, it.Key, it.Cost)
+		case it.Reserve == 0 && it.ReserveTTL == 0:
+		case it.Reserve <= 0 || it.ReserveTTL <= 0 || it.Charge != Check || req.ID == "":
+			return fmt.Errorf("%w: item %d (%q): a reservation of %d for %dns (only a check of a request with an id reserves, a positive number for a positive time)", ErrInvalid, i, it.Key, it.Reserve, it.ReserveTTL)
 		}
 	}
 	return nil
@@ -205,8 +245,10 @@ func Validate(req *Request, results []Result) error {
 // charges in order, the same in every process: a repeat of a request id is
 // replayed only when its fingerprint is the first one's (MaxReplays). So a
 // report never replays the check of the same request id (Envoy sends both
-// with one x-request-id). A Prepaid item adds nothing for its charge: the
-// fingerprints of pre-paid requests are what they always were.
+// with one x-request-id), and a check that reserves never replays one that
+// does not. A Prepaid item adds nothing for its charge, an item without a
+// reservation nothing for it: the fingerprints of pre-paid requests are
+// what they always were.
 func Fingerprint(items []Item) [16]byte {
 	h := sha256.New()
 	var b []byte
@@ -218,6 +260,10 @@ func Fingerprint(items []Item) [16]byte {
 		if it.Charge != Prepaid {
 			b = append(b, '/')
 			b = strconv.AppendUint(b, uint64(it.Charge), 10)
+		}
+		if it.Reserve != 0 {
+			b = append(b, '+')
+			b = strconv.AppendInt(b, it.Reserve, 10)
 		}
 		b = append(b, ';')
 		h.Write(b)

@@ -31,20 +31,28 @@ func TestValidate(t *testing.T) {
 		items   []store.Item
 		results int
 		valid   bool
+		id      string
 	}{
-		{"empty", nil, 0, true},
-		{"one", items(1), 1, true},
-		{"at most MaxItems", items(store.MaxItems), store.MaxItems, true},
-		{"more results than items", items(1), 4, true},
-		{"more than MaxItems", items(store.MaxItems + 1), store.MaxItems + 1, false},
-		{"fewer results than items", items(2), 1, false},
-		{"no version", []store.Item{{Key: "a", Version: v}, {Key: "b"}}, 2, false},
-		{"a check and a report", []store.Item{{Key: "a", Version: v, Charge: store.Check}, {Key: "a", Version: v, Charge: store.Report, Cost: 9}}, 2, true},
-		{"a check with a cost", []store.Item{{Key: "a", Version: v, Charge: store.Check, Cost: 1}}, 1, false},
-		{"an unknown charge", []store.Item{{Key: "a", Version: v, Charge: store.Report + 1}}, 1, false},
+		{"empty", nil, 0, true, ""},
+		{"one", items(1), 1, true, ""},
+		{"at most MaxItems", items(store.MaxItems), store.MaxItems, true, ""},
+		{"more results than items", items(1), 4, true, ""},
+		{"more than MaxItems", items(store.MaxItems + 1), store.MaxItems + 1, false, ""},
+		{"fewer results than items", items(2), 1, false, ""},
+		{"no version", []store.Item{{Key: "a", Version: v}, {Key: "b"}}, 2, false, ""},
+		{"a check and a report", []store.Item{{Key: "a", Version: v, Charge: store.Check}, {Key: "a", Version: v, Charge: store.Report, Cost: 9}}, 2, true, ""},
+		{"a check with a cost", []store.Item{{Key: "a", Version: v, Charge: store.Check, Cost: 1}}, 1, false, ""},
+		{"an unknown charge", []store.Item{{Key: "a", Version: v, Charge: store.Report + 1}}, 1, false, ""},
+		{"a reservation", []store.Item{{Key: "a", Version: v, Charge: store.Check, Reserve: 2, ReserveTTL: 1}}, 1, true, "id"},
+		{"a reservation without an id", []store.Item{{Key: "a", Version: v, Charge: store.Check, Reserve: 2, ReserveTTL: 1}}, 1, false, ""},
+		{"a reservation without a ttl", []store.Item{{Key: "a", Version: v, Charge: store.Check, Reserve: 2}}, 1, false, "id"},
+		{"a ttl without a reservation", []store.Item{{Key: "a", Version: v, Charge: store.Check, ReserveTTL: 1}}, 1, false, "id"},
+		{"a negative reservation", []store.Item{{Key: "a", Version: v, Charge: store.Check, Reserve: -1, ReserveTTL: 1}}, 1, false, "id"},
+		{"a pre-paid reservation", []store.Item{{Key: "a", Version: v, Reserve: 2, ReserveTTL: 1}}, 1, false, "id"},
+		{"a report's reservation", []store.Item{{Key: "a", Version: v, Charge: store.Report, Cost: 3, Reserve: 2, ReserveTTL: 1}}, 1, false, "id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := store.Validate(&store.Request{Items: tc.items}, make([]store.Result, tc.results))
+			err := store.Validate(&store.Request{ID: tc.id, Items: tc.items}, make([]store.Result, tc.results))
 			if tc.valid && err != nil {
 				t.Fatalf("got %v, want nil", err)
 			}
@@ -68,5 +76,16 @@ func TestFingerprintCharges(t *testing.T) {
 	// sha256("1:a5;")[:16], as every version of tokengate computes it.
 	if got := fmt.Sprintf("%x", fp(store.Prepaid, 5)); got != "172494e793b2711cf5c7c85c17245a7a" {
 		t.Fatalf("pre-paid fingerprint %s changed", got)
+	}
+}
+
+// TestFingerprintReserve: a check that reserves is not the same check
+// without a reservation, nor one of another reservation.
+func TestFingerprintReserve(t *testing.T) {
+	fp := func(n int64) [16]byte {
+		return store.Fingerprint([]store.Item{{Key: "a", Charge: store.Check, Reserve: n, ReserveTTL: 1}})
+	}
+	if fp(0) == fp(4) || fp(4) == fp(5) {
+		t.Fatal("checks of other reservations share a fingerprint")
 	}
 }

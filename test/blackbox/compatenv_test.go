@@ -149,8 +149,8 @@ func TestRatelimitProcess(t *testing.T) {
 	}
 	for i := range 15 {
 		code, r1, r2 := ok, uint32(20-(i+1)), uint32(10-(i+1))
-		if i >= 10 {
-			code, r1, r2 = over, 10, 0
+		if i >= 10 { // every hit counted, key2's too (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT false)
+			code, r2 = over, 0
 		}
 		expectCompat(t, fmt.Sprintf("key2+key3 #%d", i), p.Ask(t, "another", 1, tgproc.Descriptor("key2", "6789"), tgproc.Descriptor("key3", "6789")), code,
 			compatWant{ok, 20, "MINUTE", r1}, compatWant{code, 10, "HOUR", r2})

@@ -337,7 +337,7 @@ func TestRedisLimitsAtStart(t *testing.T) {
 			}
 			p := startLogged(t, "--store", "redis", "--redis-addr", srv.Addr(), "--log-level", "debug")
 			if tc.down {
-				p.waitFor(t, "redis unreachable at start: serving with on_store_error, connecting in the background")
+				p.waitFor(t, "redis unreachable at start: not ready until it answers; connecting in the background")
 				srv.Restart()
 			}
 			line := p.waitFor(t, tc.msg)

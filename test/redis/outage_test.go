@@ -2,6 +2,7 @@ package redis
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,8 +158,9 @@ func TestRedisOutage(t *testing.T) {
 }
 
 // TestStartWithRedisDown: tokengate started while Redis is unreachable
-// serves anyway (ready, degraded, on_store_error answering) and connects when
-// Redis comes up, without a restart.
+// serves anyway (degraded, on_store_error answering whoever calls) but is
+// not ready until Redis has answered once: it cannot tell a Redis down from
+// a misspelt one. It connects when Redis comes up, without a restart.
 func TestStartWithRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Stop()
@@ -167,8 +169,8 @@ func TestStartWithRedisDown(t *testing.T) {
 	if r := p.ask(t, descriptor("tenant", "a")); r.OverallCode != over || !degraded(r) {
 		t.Fatalf("Redis down at start, on_store_error deny: %v", r)
 	}
-	if code, _ := p.Get(t, "/readyz"); code != 200 {
-		t.Fatalf("/readyz with Redis down at start: %d, want 200 (on_store_error answers)", code)
+	if code, body := p.Get(t, "/readyz"); code != 503 || !strings.Contains(body, "redis has not answered since the start") {
+		t.Fatalf("/readyz with Redis down at start: %d %q, want 503 (Redis never answered)", code, body)
 	}
 	if g := p.Metric(t, "tokengate_store_degraded"); g != "1" {
 		t.Fatalf("tokengate_store_degraded %q with Redis down at start, want 1", g)
@@ -179,4 +181,5 @@ func TestStartWithRedisDown(t *testing.T) {
 		return r.OverallCode == ok && !degraded(r)
 	}, "answers from Redis")
 	poll.Eventually(t, tgproc.Timeout, func() bool { return p.Metric(t, "tokengate_store_degraded") == "0" }, "not degraded")
+	tgproc.WaitHealth(t, p.Conn, "", serving)
 }

@@ -277,23 +277,25 @@ func TestRefuses(t *testing.T) {
 	}
 }
 
-// TestDefaultPolicy: the policy in values.yaml is tokengate's built-in
-// policy, rule for rule (comments aside).
+// TestDefaultPolicy: the chart's default policy (files/policy.yaml, served
+// when policy.content is unset) is tokengate's built-in policy, rule for
+// rule (comments aside).
 func TestDefaultPolicy(t *testing.T) {
-	builtin, err := os.ReadFile(filepath.Join(build.Root(t), "config", "default.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	content := loadChart(t).Values["policy"].(map[string]any)["content"].(string)
 	var a, b any
-	if err := goyaml.Unmarshal(builtin, &a); err != nil {
-		t.Fatal(err)
-	}
-	if err := goyaml.Unmarshal([]byte(content), &b); err != nil {
-		t.Fatal(err)
+	for _, f := range []struct {
+		path string
+		v    *any
+	}{{filepath.Join(build.Root(t), "config", "default.yaml"), &a}, {filepath.Join(chartDir(t), "files", "policy.yaml"), &b}} {
+		data, err := os.ReadFile(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := goyaml.Unmarshal(data, f.v); err != nil {
+			t.Fatalf("%s: %v", f.path, err)
+		}
 	}
 	if !reflect.DeepEqual(a, b) {
-		t.Error("values.yaml policy.content differs from config/default.yaml: copy the rules over")
+		t.Error("charts/tokengate/files/policy.yaml differs from config/default.yaml: copy the rules over")
 	}
 }
 

@@ -44,11 +44,33 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/*
+tokengate.policyText: the text of the policy file policy.content gives: unset
+(null), the chart's files/policy.yaml; otherwise tokengate.yamlText of it ("" for
+the policy built into the binary).
+*/}}
+{{- define "tokengate.policyText" -}}
+{{- if kindIs "invalid" .Values.policy.content }}
+{{- .Files.Get "files/policy.yaml" }}
+{{- else }}
+{{- include "tokengate.yamlText" .Values.policy.content }}
+{{- end }}
+{{- end }}
+
+{{/* tokengate.yamlText: a policy given as values as file text: a map as YAML, a string as it is. */}}
+{{- define "tokengate.yamlText" -}}
+{{- if kindIs "map" . }}
+{{- toYaml . }}
+{{- else if . }}
+{{- . }}
+{{- end }}
+{{- end }}
+
 {{/* The ConfigMap holding the policy, "" for the built-in policy. */}}
 {{- define "tokengate.policyConfigMap" -}}
 {{- if .Values.policy.existingConfigMap }}
 {{- .Values.policy.existingConfigMap }}
-{{- else if .Values.policy.content }}
+{{- else if include "tokengate.policyText" . }}
 {{- printf "%s-policy" (include "tokengate.fullname" .) }}
 {{- end }}
 {{- end }}
@@ -87,8 +109,8 @@ something other than what the user believes.
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.minReplicas) (int .Values.autoscaling.maxReplicas)) }}
 {{- fail "autoscaling.minReplicas is above autoscaling.maxReplicas" }}
 {{- end }}
-{{- if and .Values.policy.content (not .Values.policy.existingConfigMap) }}
-{{- include "tokengate.validatePolicy" (dict "name" "policy.content" "content" .Values.policy.content) }}
+{{- if and (include "tokengate.policyText" .) (not .Values.policy.existingConfigMap) }}
+{{- include "tokengate.validatePolicy" (dict "name" "policy.content" "content" (include "tokengate.policyText" .)) }}
 {{- end }}
 {{- if or .Values.policy.candidate.enabled .Values.policy.candidate.content }}
 {{- if not (include "tokengate.policyConfigMap" .) }}
@@ -102,7 +124,7 @@ something other than what the user believes.
 {{- end }}
 {{- end }}
 {{- if .Values.policy.candidate.content }}
-{{- include "tokengate.validatePolicy" (dict "name" "policy.candidate.content" "content" .Values.policy.candidate.content) }}
+{{- include "tokengate.validatePolicy" (dict "name" "policy.candidate.content" "content" (include "tokengate.yamlText" .Values.policy.candidate.content)) }}
 {{- end }}
 {{- if not .Values.image.repository }}
 {{- fail "\n\nimage.repository is not set, and no tokengate image is published: build one from\nthe repository's Dockerfile and give the chart its name. With kind:\n  docker build -t tokengate:dev .\n  kind load docker-image tokengate:dev\n  helm install tokengate charts/tokengate --set image.repository=tokengate --set image.tag=dev\nelse push it to a registry your cluster pulls from and set image.repository\nand image.tag (the chart's README, \"The image\")." }}
@@ -233,9 +255,9 @@ the Deployment's init container and the policy-check Job's container.
 
 {{/* tokengate.policyData: the data of a ConfigMap holding policy.content, and policy.candidate.content as a second key. */}}
 {{- define "tokengate.policyData" -}}
-{{- $data := dict .Values.policy.key .Values.policy.content }}
+{{- $data := dict .Values.policy.key (include "tokengate.policyText" .) }}
 {{- if .Values.policy.candidate.content }}
-{{- $_ := set $data .Values.policy.candidate.key .Values.policy.candidate.content }}
+{{- $_ := set $data .Values.policy.candidate.key (include "tokengate.yamlText" .Values.policy.candidate.content) }}
 {{- end }}
 {{- $data | toYaml }}
 {{- end }}

@@ -21,6 +21,10 @@
 // is kept like any other that holds information, and an idle eviction
 // forgives its debt with the rest.
 //
+// Reservations (a check's store.Item.Reserve) live in their bucket's
+// shard, under its lock, and are bounded store-wide (reserve.go); a bucket
+// that owes one back is never dropped as full.
+//
 // Request ids (idempotency) live in a separate table with its own shards,
 // each a map plus a FIFO of bounded length; the id's lock is taken before
 // any bucket lock, so the lock order stays fixed.

@@ -5,14 +5,16 @@ import (
 	"time"
 )
 
-// Sweep drops every bucket that carries no information at now (full, or
-// its rule left the policy) and forgets expired request ids. It locks one
+// Sweep returns the reservations expired by now, drops every bucket that
+// carries no information at now (full, or its rule left the policy) and
+// forgets expired request ids. It locks one
 // shard at a time. It returns the number of buckets dropped.
 func (s *Store) Sweep(now int64) int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
+		sh.sweepHolds(now)
 		n += sh.sweep(now)
 		sh.mu.Unlock()
 	}
@@ -44,6 +46,12 @@ type Stats struct {
 	NotReplayed  uint64             // repeats decided anew: other items, or MaxReplays used up
 	IDsForgotten uint64             // request ids forgotten before their window ended
 	RequestIDs   int                // request ids remembered now
+	// Reservations held now; of those held before, HoldsExpired were
+	// returned unsettled at their expiry, HoldsDropped went with their
+	// bucket (its rule left, the cap); HoldsRefused checks found no room
+	// for theirs.
+	Reservations                             int
+	HoldsExpired, HoldsDropped, HoldsRefused uint64
 }
 
 // Stats locks each shard briefly to read its counters.
@@ -56,10 +64,14 @@ func (s *Store) Stats() Stats {
 		for r := range sh.evicted {
 			st.Dropped[r] += sh.evicted[r]
 		}
+		st.Reservations += len(sh.holds.byKey)
+		st.HoldsExpired += sh.holds.expired
+		st.HoldsDropped += sh.holds.dropped
 		st.Contended += sh.contended
 		st.LockWait += time.Duration(sh.waitNs)
 		sh.mu.Unlock()
 	}
+	st.HoldsRefused = s.unheld.Load()
 	for i := range s.replays.shards {
 		sh := &s.replays.shards[i]
 		sh.mu.Lock()

@@ -11,6 +11,9 @@ var (
 	descReplays   = prometheus.NewDesc("tokengate_idempotent_replays_total", "Answers replayed for a repeated request id.", nil, nil)
 	descRefused   = prometheus.NewDesc("tokengate_idempotent_refused_total", "Repeats of a request id decided anew: other buckets or costs, or its replays used up.", nil, nil)
 	descForgotten = prometheus.NewDesc("tokengate_request_ids_forgotten_total", "Request ids forgotten before their window ended (table full).", nil, nil)
+	descHolds     = prometheus.NewDesc("tokengate_reservations", "Reservations (a reserve rule's checks) held now, waiting for their reports.", nil, nil)
+	descHoldsGone = prometheus.NewDesc("tokengate_reservations_unsettled_total", "Reservations that ended without their report, by reason: expired (returned after reserve_ttl), dropped (with their bucket).", []string{"reason"}, nil)
+	descHoldsNone = prometheus.NewDesc("tokengate_reservations_refused_total", "Checks of a reserve rule that held nothing because the store held its maximum of reservations.", nil, nil)
 )
 
 // Collector exports the store's metrics: each scrape takes one Stats.
@@ -19,7 +22,7 @@ func (s *Store) Collector() prometheus.Collector { return collector{s} }
 type collector struct{ s *Store }
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBuckets, descDropped, descContended, descLockWait, descReplays, descRefused, descForgotten} {
+	for _, d := range []*prometheus.Desc{descBuckets, descDropped, descContended, descLockWait, descReplays, descRefused, descForgotten, descHolds, descHoldsGone, descHoldsNone} {
 		ch <- d
 	}
 }
@@ -35,4 +38,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReplays, prometheus.CounterValue, float64(st.Replays))
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(st.NotReplayed))
 	ch <- prometheus.MustNewConstMetric(descForgotten, prometheus.CounterValue, float64(st.IDsForgotten))
+	ch <- prometheus.MustNewConstMetric(descHolds, prometheus.GaugeValue, float64(st.Reservations))
+	ch <- prometheus.MustNewConstMetric(descHoldsGone, prometheus.CounterValue, float64(st.HoldsExpired), "expired")
+	ch <- prometheus.MustNewConstMetric(descHoldsGone, prometheus.CounterValue, float64(st.HoldsDropped), "dropped")
+	ch <- prometheus.MustNewConstMetric(descHoldsNone, prometheus.CounterValue, float64(st.HoldsRefused))
 }

@@ -19,6 +19,8 @@ func TestCollector(t *testing.T) {
 	decide(t, s, 0, "id", store.Item{Key: "a", Version: v, Cost: 1})
 	decide(t, s, 0, "id", store.Item{Key: "a", Version: v, Cost: 1})
 	decide(t, s, sec, "", store.Item{Key: "b", Version: v, Cost: 1})
+	post := storetest.PostPaidVersion(t, 2, 10, "1/h", 10)
+	decide(t, s, sec, "r", reserveItem("c", post, 2, sec)) // evicts b
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(s.Collector())
 	want := `
@@ -26,7 +28,7 @@ func TestCollector(t *testing.T) {
 # TYPE tokengate_bucket_evictions_total counter
 tokengate_bucket_evictions_total{reason="expired"} 0
 tokengate_bucket_evictions_total{reason="full"} 0
-tokengate_bucket_evictions_total{reason="idle"} 1
+tokengate_bucket_evictions_total{reason="idle"} 2
 tokengate_bucket_evictions_total{reason="removed"} 0
 # HELP tokengate_buckets Buckets held by the store now.
 # TYPE tokengate_buckets gauge
@@ -34,11 +36,14 @@ tokengate_buckets 1
 # HELP tokengate_idempotent_replays_total Answers replayed for a repeated request id.
 # TYPE tokengate_idempotent_replays_total counter
 tokengate_idempotent_replays_total 1
+# HELP tokengate_reservations Reservations (a reserve rule's checks) held now, waiting for their reports.
+# TYPE tokengate_reservations gauge
+tokengate_reservations 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tokengate_buckets", "tokengate_bucket_evictions_total", "tokengate_idempotent_replays_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tokengate_buckets", "tokengate_bucket_evictions_total", "tokengate_idempotent_replays_total", "tokengate_reservations"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(s.Collector()); n != 10 {
-		t.Fatalf("%d metrics, want 10", n)
+	if n := testutil.CollectAndCount(s.Collector()); n != 14 {
+		t.Fatalf("%d metrics, want 14", n)
 	}
 }

@@ -58,15 +58,24 @@ type replayID [16]byte
 // is not the service's 16-byte hash) and the fingerprint.
 func idOf(id string, fp [16]byte) replayID {
 	var buf [32]byte
-	if len(id) == 16 {
-		copy(buf[:], id)
-	} else {
-		sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(id), len(id)))
-		copy(buf[:], sum[:16])
-	}
+	k := idKey(id)
+	copy(buf[:], k[:])
 	copy(buf[16:], fp[:])
 	sum := sha256.Sum256(buf[:])
 	return replayID(sum[:16])
+}
+
+// idKey is a request id as 16 bytes: the service's hash as it is, any
+// other id the first 16 bytes of its SHA-256.
+func idKey(id string) [16]byte {
+	var k [16]byte
+	if len(id) == 16 {
+		copy(k[:], id)
+	} else {
+		sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(id), len(id)))
+		copy(k[:], sum[:16])
+	}
+	return k
 }
 
 // replays remembers the answers of requests that carried an id.

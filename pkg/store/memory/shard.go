@@ -22,6 +22,8 @@ type shard struct {
 	// forgot is the store-wide high-water mark of the cursors of buckets
 	// that were dropped or never stored (see Store.forgot).
 	forgot *atomic.Int64
+	// holds are the reservations of the shard's buckets (reserve.go).
+	holds holds
 
 	// Counters, guarded by mu.
 	contended uint64 // lock acquisitions that had to wait
@@ -53,7 +55,8 @@ func (r Reason) String() string { return [...]string{"full", "removed", "idle", 
 // load returns the bucket at h brought forward to v (or to its own version
 // when that is newer: a bucket never moves back) and refilled to now, and
 // whether it was stored; a new bucket is full, with its cursor no earlier
-// than any forgotten bucket's.
+// than any forgotten bucket's. The bucket's expired reservations are
+// returned first (reserve.go), once it is brought forward.
 func (sh *shard) load(h keyHash, v *bucket.Version, now int64) (*bucket.Version, bucket.State, *slot) {
 	sl := sh.buckets.find(h)
 	if sl == nil {
@@ -63,7 +66,8 @@ func (sh *shard) load(h keyHash, v *bucket.Version, now int64) (*bucket.Version,
 	if from.ID > v.ID {
 		v = from
 	}
-	return v, v.Params.Refill(v.Bring(sl.s, from), now), sl
+	st := sh.holds.returnExpired(h, v.Params, v.Bring(sl.s, from), now)
+	return v, v.Params.Refill(st, now), sl
 }
 
 // version is the parameter version of a stored bucket.
@@ -106,6 +110,7 @@ func (sh *shard) put(h keyHash, stored *slot, st bucket.State, v *bucket.Version
 
 func (sh *shard) remove(i uint64, why Reason) {
 	raise(sh.forgot, sh.buckets.slots[i].s.At)
+	sh.holds.drop(sh.buckets.slots[i].h)
 	sh.buckets.remove(i)
 	sh.evicted[why]++
 }
@@ -147,8 +152,9 @@ func (sh *shard) next() uint64 {
 }
 
 // droppable reports whether sl carries no information at now: its rule is
-// gone, its version's horizon has passed, or it is full under the rule's
-// current version.
+// gone, its version's horizon has passed (its reservations go with it),
+// or it is full under the rule's current version and owes no reservation
+// back.
 func (sh *shard) droppable(sl *slot, now int64) (Reason, bool) {
 	v := sh.version(sl)
 	lin := v.Lineage()
@@ -163,7 +169,7 @@ func (sh *shard) droppable(sl *slot, now int64) (Reason, bool) {
 		cur = v
 	}
 	st := cur.Params.Refill(cur.Bring(sl.s, v), now)
-	return Full, st.Tokens == cur.Params.Capacity()
+	return Full, st.Tokens == cur.Params.Capacity() && !sh.holds.of(sl.h)
 }
 
 // sweep drops every droppable bucket and returns how many it dropped. After

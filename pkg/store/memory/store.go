@@ -31,6 +31,9 @@ type Options struct {
 	// MaxRequestIDs caps the remembered request ids [100,000]; past it the
 	// oldest id is forgotten early (counted).
 	MaxRequestIDs int
+	// MaxReservations caps the reservations held (store.Item.Reserve)
+	// [100,000]; past it a check holds nothing (counted: reserve.go).
+	MaxReservations int
 	// Clock times lock waits and drives Run's sweeps [monotonic clock].
 	Clock clock.Clock
 }
@@ -45,6 +48,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxBuckets, 1_000_000)
 	def(&o.EvictionSample, 8)
 	def(&o.MaxRequestIDs, 100_000)
+	def(&o.MaxReservations, 100_000)
 	if o.ReplayWindow <= 0 {
 		o.ReplayWindow = 30 * time.Second
 	}
@@ -72,6 +76,10 @@ type Store struct {
 	// forgotten bucket's cursor cannot refill that stretch twice: forgetting
 	// a full bucket loses nothing at all, not even its cursor.
 	forgot atomic.Int64
+	// holdCount is the number of reservations held, in every shard;
+	// unheld counts the checks that found no room for theirs.
+	holdCount atomic.Int64
+	unheld    atomic.Uint64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -91,6 +99,7 @@ func New(opts Options) *Store {
 	for i := range s.shards {
 		s.shards[i].forgot = &s.forgot
 		s.shards[i].rng = maphash.Comparable(s.seeds[0], i) | 1
+		s.shards[i].holds.count = &s.holdCount
 	}
 	return s
 }
@@ -107,6 +116,7 @@ type work struct {
 	// gate refuses), cur is base with the gates decided so far.
 	base, cur bucket.State
 	after     bucket.State // after this item's decision
+	reserved  bool         // the item took a reservation (reserve.go)
 }
 
 // first is the work of the first item with item i's key.
@@ -129,8 +139,12 @@ func (s *Store) Decide(_ context.Context, req *store.Request, results []store.Re
 }
 
 func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome {
-	if len(req.Items) == 1 {
+	if len(req.Items) == 1 && req.Items[0].Reserve == 0 {
 		return s.decideOne(req, results)
+	}
+	var id [16]byte
+	if req.ID != "" {
+		id = idKey(req.ID)
 	}
 	var small [4]work
 	ws := small[:0]
@@ -155,11 +169,15 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 		f := first(ws, i)
 		w.version = f.version
 		if item.Charge == store.Report {
-			f.base, results[i].Result = f.version.Params.Report(f.base, req.Now, item.Cost)
+			cost := item.Cost
+			if req.ID != "" {
+				cost -= s.shards[w.shard].holds.settle(holdKey{id, w.h})
+			}
+			f.base, results[i].Result = f.version.Params.Report(f.base, req.Now, cost)
 			f.cur, w.after = f.base, f.base
 		}
 	}
-	allowed := true
+	allowed, reserving := true, false
 	for i := range req.Items {
 		item := &req.Items[i]
 		if item.Charge == store.Report {
@@ -167,12 +185,20 @@ func (s *Store) decide(req *store.Request, results []store.Result) store.Outcome
 		}
 		f := first(ws, i)
 		var r bucket.Result
-		f.cur, r = item.Charge.Decide(f.version.Params, f.cur, req.Now, item.Cost)
+		if item.Reserve > 0 {
+			f.cur, r = s.reserve(ws, i, id, item, f.version.Params, f.cur, req.Now)
+			reserving = reserving || ws[i].reserved
+		} else {
+			f.cur, r = item.Charge.Decide(f.version.Params, f.cur, req.Now, item.Cost)
+		}
 		ws[i].after = f.cur
 		allowed = allowed && r.Allowed
 		results[i].Result = r
 	}
 	s.write(ws, allowed, req.Now)
+	if reserving {
+		s.record(ws, req, id, allowed)
+	}
 	for _, i := range locked {
 		s.shards[i].mu.Unlock()
 	}
@@ -215,8 +241,9 @@ func (s *Store) commit(ws []work, now int64) commit {
 	return commit{ws: ws, limit: s.perShard, sample: s.opts.EvictionSample, now: now}
 }
 
-// decideOne is decide for the most common request, a single bucket, with
-// none of the bookkeeping that several buckets need.
+// decideOne is decide for the most common request, a single bucket that
+// it does not reserve, with none of the bookkeeping that several buckets
+// need.
 func (s *Store) decideOne(req *store.Request, results []store.Result) store.Outcome {
 	it := &req.Items[0]
 	w := work{h: s.hash(it.Key), dupOf: -1}
@@ -224,8 +251,12 @@ func (s *Store) decideOne(req *store.Request, results []store.Result) store.Outc
 	sh := &s.shards[w.shard]
 	s.lock(sh)
 	w.version, w.base, w.stored = sh.load(w.h, it.Version, req.Now)
-	final, r := it.Charge.Decide(w.version.Params, w.base, req.Now, it.Cost)
 	report := it.Charge == store.Report
+	cost := it.Cost
+	if report && req.ID != "" {
+		cost -= sh.holds.settle(holdKey{idKey(req.ID), w.h})
+	}
+	final, r := it.Charge.Decide(w.version.Params, w.base, req.Now, cost)
 	if !r.Allowed && !report {
 		final = w.base
 	}

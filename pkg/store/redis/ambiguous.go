@@ -12,8 +12,9 @@ package redis
 //
 //   - the call did not charge (rejected, a replay, or never run): nothing
 //     to do ("uncharged");
-//   - it charged and the request went through: the charge is right
-//     ("kept");
+//   - it charged and the request went through, or it holds a report
+//     (usage, never undone; its id's answer must replay it): the charge
+//     stays ("kept");
 //   - it charged and the request was refused: the charge is refunded, in
 //     one settle call that adds each bucket's cost back (capped at
 //     capacity, which is exactly the balance had it never been charged),
@@ -68,14 +69,18 @@ type ambiguous struct {
 	once  sync.Once
 }
 
-type lateItem struct{ cost, per int64 }
+type lateItem struct {
+	cost, per int64
+	report    bool
+}
 
 var _ store.Ambiguous = (*ambiguous)(nil)
 
 func (s *Store) ambiguous(err error, call *queued, req *store.Request, tags [][16]byte, keys []string, now string) *ambiguous {
 	items := make([]lateItem, len(req.Items))
 	for i := range req.Items {
-		items[i] = lateItem{req.Items[i].Cost, int64(req.Items[i].Version.Params.Rate().Per())}
+		it := &req.Items[i]
+		items[i] = lateItem{it.Cost, int64(it.Version.Params.Rate().Per()), it.Charge == store.Report}
 	}
 	return &ambiguous{err: err, s: s, call: call, now: now, tags: tags, keys: keys, items: items, id: req.ID != ""}
 }
@@ -101,7 +106,7 @@ func (a *ambiguous) settle(passed bool) string {
 		return "unknown"
 	case !charged:
 		return "uncharged"
-	case passed:
+	case passed || a.reported():
 		return "kept"
 	}
 	if err := a.refund(); err != nil {
@@ -141,6 +146,18 @@ func (a *ambiguous) charged() (charged, known bool) {
 	}
 	allowed, err := parseRecord(rec, make([]store.Result, len(a.items)))
 	return allowed, err == nil
+}
+
+// reported: the request holds a report. Its charge is kept: a report is
+// usage, never undone, and its request id's answer must stay so that a
+// retry replays it rather than charge it again.
+func (a *ambiguous) reported() bool {
+	for _, it := range a.items {
+		if it.report {
+			return true
+		}
+	}
+	return false
 }
 
 // refund adds every charged bucket's cost back and releases the request

@@ -24,11 +24,13 @@ import (
 // is released, so a retry is decided afresh); resolved as through, it
 // stays. With Redis paused past the late wait the answer is lost: without
 // an id it is unknown whether the call charged, with one the recorded
-// answer is read and refunded.
+// answer is read and refunded. A post-paid report is usage: refused, its
+// charge is kept all the same.
 func TestAmbiguousTimeouts(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	v := storetest.Version(t, 1, 10, "1/h")
+	post := storetest.PostPaidVersion(t, 2, 10, "1/h", 10)
 	for i, tc := range []struct {
 		name    string
 		pause   time.Duration
@@ -36,24 +38,33 @@ func TestAmbiguousTimeouts(t *testing.T) {
 		passed  bool
 		outcome string
 		left    int64 // tokens after the resolution
+		report  bool  // the request is a report of a post-paid rule
 	}{
-		{"refused: refunded", 120 * time.Millisecond, "", false, "refunded", 10},
-		{"through: kept", 120 * time.Millisecond, "", true, "kept", 6},
-		{"refused, with an id: refunded and released", 120 * time.Millisecond, "req-1", false, "refunded", 10},
+		{"a report, refused: kept", 120 * time.Millisecond, "", false, "kept", 6, true},
+		{"refused: refunded", 120 * time.Millisecond, "", false, "refunded", 10, false},
+		{"through: kept", 120 * time.Millisecond, "", true, "kept", 6, false},
+		{"refused, with an id: refunded and released", 120 * time.Millisecond, "req-1", false, "refunded", 10, false},
 		// Unknown it is: the client drops a connection whose command timed
 		// out, and Redis what that connection had sent, or it ran the call.
-		{"answer lost: unknown", lateWait + 300*time.Millisecond, "", false, "unknown", -1},
+		{"answer lost: unknown", lateWait + 300*time.Millisecond, "", false, "unknown", -1, false},
 		// With an id, the record under it says: the client dropped the
 		// connection, and the call never ran (no record), or it ran and
 		// its charge is refunded; either way nothing stays charged.
-		{"answer lost, with an id: the record says", lateWait + 300*time.Millisecond, "req-2", false, "uncharged|refunded", 10},
+		{"answer lost, with an id: the record says", lateWait + 300*time.Millisecond, "req-2", false, "uncharged|refunded", 10, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			s := newStore(t, c, Options{Registerer: reg, KeyPrefix: "amb" + strconv.Itoa(i) + ":"})
 			decideID := func(ctx context.Context, id string, cost int64) (store.Outcome, int64, error) {
+				it := store.Item{Key: "k", Version: v, Cost: cost}
+				if tc.report {
+					it.Version = post
+					if cost != 0 {
+						it.Charge = store.Report
+					}
+				}
 				res := make([]store.Result, 1)
-				out, err := s.Decide(ctx, &store.Request{ID: id, Items: []store.Item{{Key: "k", Version: v, Cost: cost}}}, res)
+				out, err := s.Decide(ctx, &store.Request{ID: id, Items: []store.Item{it}}, res)
 				return out, res[0].Remaining, err
 			}
 			decide := func(ctx context.Context, cost int64) (store.Outcome, int64, error) { return decideID(ctx, tc.id, cost) }

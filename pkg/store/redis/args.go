@@ -41,16 +41,19 @@ func offset(a, b int64) string {
 // versionArgs are a version's arguments, formatted once per version:
 // params is its part of an item's version string (the revision is the
 // request's), tail its part of the identity after the version string,
-// fast its packed parameters (or ""); activeAt is the version's.
+// fast its packed parameters (or ""), modes its itemMode by charge;
+// activeAt is the version's.
 type versionArgs struct {
-	params, tail, fast, mode, chain string
-	activeAt                        int64
+	params, tail, fast, chain string
+	modes                     [3]string // by store.Charge
+	activeAt                  int64
 }
 
 func encodeVersion(v *bucket.Version, pid string) *versionArgs {
 	a := &versionArgs{activeAt: v.ActiveAt}
 	capacity, n, per, mode := encodeParams(v)
-	a.params, a.mode = verSep+strings.Join([]string{capacity, n, per}, verSep)+verSep, mode
+	a.params = verSep + strings.Join([]string{capacity, n, per}, verSep) + verSep
+	a.modes = [3]string{store.Prepaid: mode, store.Check: mode + chargeCheck, store.Report: mode + chargeReport}
 	a.tail = pid + verSep + strconv.FormatUint(v.ID, 10)
 	a.fast = packFast(v.Params)
 	var chain []string
@@ -62,20 +65,26 @@ func encodeVersion(v *bucket.Version, pid string) *versionArgs {
 	return a
 }
 
-// packFast packs p as fastFormat when capacity*period < fastLimit, the
-// condition under which the script's plain-number path is exact.
+// packFast packs p as fastFormat when (capacity+max debt)*period <
+// fastLimit, the condition under which the script's plain-number path is
+// exact (lua/fast.lua): a balance lies between -max debt and capacity.
 func packFast(p bucket.Params) string {
-	c, n, per := uint64(p.Capacity()), uint64(p.Rate().Tokens()), uint64(p.Rate().Per())
-	if hi, lo := bits.Mul64(c, per); hi != 0 || lo >= fastLimit {
+	c, d, n, per := uint64(p.Capacity()), uint64(p.MaxDebt()), uint64(p.Rate().Tokens()), uint64(p.Rate().Per())
+	if hi, lo := bits.Mul64(c+d, per); hi != 0 || lo >= fastLimit {
 		return ""
 	}
-	return string(appendDoubles(make([]byte, 0, 24), float64(c), float64(n), float64(per)))
+	return string(appendDoubles(make([]byte, 0, 32), float64(c), float64(n), float64(per), float64(d)))
 }
 
+// encodeParams are v's parameters as the script reads them: the capacity
+// with its debt bound (debtSep), the rate, and its on_resize.
 func encodeParams(v *bucket.Version) (capacity, n, per, mode string) {
 	p := v.Params
-	return strconv.FormatInt(p.Capacity(), 10), strconv.FormatInt(p.Rate().Tokens(), 10),
-		strconv.FormatInt(int64(p.Rate().Per()), 10), v.OnResize.String()
+	capacity = strconv.FormatInt(p.Capacity(), 10)
+	if d := p.MaxDebt(); d > 0 {
+		capacity += debtSep + strconv.FormatInt(d, 10)
+	}
+	return capacity, strconv.FormatInt(p.Rate().Tokens(), 10), strconv.FormatInt(int64(p.Rate().Per()), 10), v.OnResize.String()
 }
 
 // versionCache keeps each live version's formatted arguments. It holds
@@ -198,11 +207,12 @@ func fingerprint(items []store.Item) string {
 // item appends an item's arguments.
 func (s *Store) item(args []string, it *store.Item, now int64) []string {
 	v := s.versions.get(it.Version, s.pid)
-	return v.block(args, strconv.FormatInt(it.Cost, 10), offset(now, it.Version.ActiveAt), it.Revision)
+	return v.block(args, strconv.FormatInt(it.Cost, 10), offset(now, it.Version.ActiveAt), it.Revision, it.Charge)
 }
 
-// block appends an item's arguments under v at revision rev.
-func (v *versionArgs) block(args []string, cost, at string, rev int64) []string {
+// block appends the arguments of an item of charge c under v at revision
+// rev.
+func (v *versionArgs) block(args []string, cost, at string, rev int64, c store.Charge) []string {
 	ver := strconv.FormatInt(rev, 10) + v.params
-	return append(args, cost, at, ver+v.tail, ver, v.fast, v.mode, v.chain)
+	return append(args, cost, at, ver+v.tail, ver, v.fast, v.modes[c], v.chain)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -264,4 +265,106 @@ func BenchmarkPerBucket(b *testing.B) {
 			b.ReportMetric(float64(usec)/float64(n.Load()*int64(bc.buckets)), "commandstats-µs/bucket")
 		})
 	}
+}
+
+// BenchmarkPostPaid puts a post-paid rule's decisions beside a pre-paid
+// one's, by the Redis time each costs: a plain decision (cost 1 on a
+// pre-paid rule), a check and a report (cost 1) of a post-paid rule with
+// a debt bound as large as its capacity, and check and report pairs of
+// one user, as Envoy sends them; one bucket a request, over 8000 buckets
+// a case, each stored before. An iteration is a round of every case in
+// turn, 64 callers making 16 decisions each, so that a busy machine's
+// drift falls on every case alike. It reports, per case, the Redis
+// process's CPU a decision (INFO cpu: user and system) and INFO
+// commandstats' µs a decision (the function's time, its nested commands
+// counted again, as BenchmarkPerBucket sums it), and each post-paid
+// case's CPU over the plain one's: issue 22's bound is 1.2.
+func BenchmarkPostPaid(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv.Addr())
+	ctx := context.Background()
+	s := newStore(b, c, Options{})
+	plain := storetest.Version(b, 1, 1_000_000_000, "1000000/s")
+	post := storetest.PostPaidVersion(b, 2, 1_000_000_000, "1000000/s", 1_000_000_000)
+	if packFast(plain.Params) == "" || packFast(post.Params) == "" {
+		b.Fatal("the versions do not take the plain-number path")
+	}
+	const buckets, callers, each = 8000, 64, 16
+	decide := func(name string, user int64, it store.Item) {
+		it.Key = name + "-user-" + strconv.FormatInt(user%buckets, 10)
+		if _, err := s.Decide(ctx, &store.Request{Items: []store.Item{it}}, make([]store.Result, 1)); err != nil {
+			b.Error(err)
+		}
+	}
+	cases := []struct {
+		name  string
+		items []store.Item // the decisions, in turn
+		n     atomic.Int64
+		cpu   float64
+		usec  int64
+	}{
+		{name: "plain", items: []store.Item{{Version: plain, Cost: 1}}},
+		{name: "check", items: []store.Item{{Version: post, Charge: store.Check}}},
+		{name: "report", items: []store.Item{{Version: post, Cost: 1, Charge: store.Report}}},
+		{name: "pair", items: []store.Item{{Version: post, Charge: store.Check}, {Version: post, Cost: 1, Charge: store.Report}}},
+	}
+	for i := range cases {
+		warm := store.Item{Version: plain, Cost: 1}
+		if cases[i].items[0].Version == post {
+			warm = store.Item{Version: post, Cost: 1, Charge: store.Report}
+		}
+		for user := range int64(buckets) {
+			decide(cases[i].name, user, warm)
+		}
+	}
+	for b.Loop() {
+		for i := range cases {
+			bc := &cases[i]
+			before, cpu := commandStatsFull(b, srv.Addr()), redisCPU(b, srv.Addr())
+			var wg sync.WaitGroup
+			for range callers {
+				wg.Go(func() {
+					for range each {
+						// A pair's decisions are one user's, in turn.
+						j, k := bc.n.Add(1), int64(len(bc.items))
+						decide(bc.name, j/k, bc.items[j%k])
+					}
+				})
+			}
+			wg.Wait()
+			bc.cpu += redisCPU(b, srv.Addr()) - cpu
+			bc.usec += commandStatsUsec(before, commandStatsFull(b, srv.Addr()))
+		}
+	}
+	for i := range cases {
+		bc := &cases[i]
+		ops := float64(bc.n.Load())
+		b.ReportMetric(bc.cpu/ops, bc.name+"-redis-cpu-µs/op")
+		b.ReportMetric(float64(bc.usec)/ops, bc.name+"-commandstats-µs/op")
+		if i > 0 {
+			b.ReportMetric(bc.cpu/ops/(cases[0].cpu/float64(cases[0].n.Load())), bc.name+"/plain-cpu")
+		}
+	}
+}
+
+// redisCPU is the Redis process's CPU time so far, user and system, in µs
+// (INFO cpu).
+func redisCPU(t testing.TB, addr string) float64 {
+	t.Helper()
+	out, err := redistest.Do(addr, "INFO", "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sec float64
+	for _, l := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("INFO cpu %s: %v", k, err)
+			}
+			sec += x
+		}
+	}
+	return sec * 1e6
 }

@@ -21,9 +21,10 @@ import (
 
 // compactItem is one item of a compact call.
 type compactItem struct {
-	v    *versionArgs
-	rev  int64
-	cost int64
+	v      *versionArgs
+	rev    int64
+	cost   int64
+	charge store.Charge
 }
 
 // compactCall is a decide call to be packed when its batch is sent.
@@ -65,7 +66,7 @@ func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *c
 				return nil
 			}
 		}
-		c.items[i] = compactItem{v: v, rev: it.Revision, cost: it.Cost}
+		c.items[i] = compactItem{v: v, rev: it.Revision, cost: it.Cost, charge: it.Charge}
 	}
 	if s.opts.RequestTime {
 		if f := s.forgot.Load(); f != minInt64 {
@@ -123,10 +124,13 @@ type batchTables struct {
 	versions []batchVersion
 }
 
+// batchVersion is a version of a batch's items: one per version,
+// revision and charge, the charge traveling in its block (itemMode).
 type batchVersion struct {
-	s   *Store
-	v   *versionArgs
-	rev int64
+	s      *Store
+	v      *versionArgs
+	rev    int64
+	charge store.Charge
 }
 
 func (t *batchTables) store(s *Store) int {
@@ -139,13 +143,13 @@ func (t *batchTables) store(s *Store) int {
 	return len(t.stores)
 }
 
-func (t *batchTables) version(s *Store, v *versionArgs, rev int64) int {
+func (t *batchTables) version(s *Store, it *compactItem) int {
 	for i, x := range t.versions {
-		if x.v == v && x.rev == rev {
+		if x.v == it.v && x.rev == it.rev && x.charge == it.charge {
 			return i + 1
 		}
 	}
-	t.versions = append(t.versions, batchVersion{s, v, rev})
+	t.versions = append(t.versions, batchVersion{s, it.v, it.rev, it.charge})
 	return len(t.versions)
 }
 
@@ -162,8 +166,9 @@ func (c *compactCall) pack(t *batchTables) string {
 		d = 1
 	}
 	b = appendDoubles(b, float64(t.store(c.s)), float64(c.now/1e9), float64(c.now%1e9), fh, fl, float64(len(c.items)), d)
-	for _, it := range c.items {
-		b = appendDoubles(b, float64(t.version(c.s, it.v, it.rev)), float64(it.cost))
+	for i := range c.items {
+		it := &c.items[i]
+		b = appendDoubles(b, float64(t.version(c.s, it)), float64(it.cost))
 	}
 	return string(b)
 }
@@ -187,7 +192,7 @@ func (t *batchTables) appendTables(args []string) []string {
 	}
 	for _, x := range t.versions {
 		act, _ := x.s.scriptInstant(x.v.activeAt)
-		args = x.v.block(args, "", act, x.rev)
+		args = x.v.block(args, "", act, x.rev, x.charge)
 	}
 	return args
 }

@@ -26,7 +26,7 @@ end`
 
 // TestCompactRoundTrip: a compact call, laid out as alone by the script,
 // is exactly the call the store lays out alone (decideArgs), for random
-// requests: costs, revisions, versions with earlier ones, activations
+// requests: costs, charges, debt bounds, revisions, versions with earlier ones, activations
 // before and after the request's instant, the shared clock or the
 // request's own with a floor; and batches that mix calls of two stores.
 func TestCompactRoundTrip(t *testing.T) {
@@ -63,13 +63,20 @@ func TestCompactRoundTrip(t *testing.T) {
 				if err != nil {
 					rt.Skip(err)
 				}
+				if p, err = p.WithMaxDebt(rapid.Int64Range(0, bucket.MaxDebt).Draw(rt, "debt")); err != nil {
+					rt.Fatal(err)
+				}
 				v := bucket.NewVersion(uint64(i+1), p, now-rapid.Int64Range(-1<<40, 1<<61).Draw(rt, "age"))
 				if rapid.Bool().Draw(rt, "next") {
 					v = v.Next(uint64(i+10), p, v.ActiveAt+rapid.Int64Range(-1<<30, 1<<30).Draw(rt, "step"), bucket.Scale)
 				}
 				key := "k" + strconv.Itoa(rapid.IntRange(0, 3).Draw(rt, "key"))
-				req.Items = append(req.Items, store.Item{Key: key, Version: v, Revision: rapid.Int64Range(0, math.MaxInt64).Draw(rt, "rev"),
-					Cost: rapid.Int64Range(-maxExact+1, maxExact-1).Draw(rt, "cost")})
+				it := store.Item{Key: key, Version: v, Revision: rapid.Int64Range(0, math.MaxInt64).Draw(rt, "rev"),
+					Charge: store.Charge(rapid.IntRange(0, 2).Draw(rt, "charge"))}
+				if it.Charge != store.Check {
+					it.Cost = rapid.Int64Range(-maxExact+1, maxExact-1).Draw(rt, "cost")
+				}
+				req.Items = append(req.Items, it)
 			}
 			at, err := s.instant(ctx, req)
 			if err != nil {

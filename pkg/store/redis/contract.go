@@ -55,19 +55,36 @@ const (
 	itemCost    = iota + 1 // signed tokens
 	itemAt                 // the version's activation, a signed ns offset back from now
 	itemID                 // the version's identity: itemVersion, then pid and version ID, joined by verSep
-	itemVersion            // revision, capacity, rate tokens, rate period, each followed by verSep
-	itemFast               // capacity, rate tokens, period as fastFormat, or "" when they do not fit
-	itemMode               // on_resize: "clamp" or "scale"
+	itemVersion            // revision, capacity (see debtSep), rate tokens, rate period, each followed by verSep
+	itemFast               // capacity, rate tokens, period, max debt as fastFormat, or "" when they do not fit
+	itemMode               // on_resize, "clamp" or "scale" (resizeBytes), then the item's charge (see chargeCheck)
 	itemChain              // earlier versions (see encodeVersion)
 	itemArgs    = iota
 )
 
 // fastFormat packs an item's parameters (struct.pack, little-endian
-// doubles) when capacity*period < fastLimit, so that the plain-number
-// path reads them without parsing decimals.
-const fastFormat = "<ddd"
+// doubles) when (capacity+max debt)*period < fastLimit, so that the
+// plain-number path reads them without parsing decimals.
+const fastFormat = "<dddd"
 
-// A bucket is recBytes of little-endian doubles (recFormat: tokens, then
+// A version's capacity, in its identity and its chain entries, is the
+// capacity alone for a bound of no debt, else the capacity, debtSep and
+// the bound (bucket.Params.MaxDebt): the bound is part of the parameters,
+// and a bucket of pre-paid parameters keeps the identity it always had.
+const debtSep = "+"
+
+// An item's itemMode is its version's on_resize (resizeBytes long)
+// followed by its charge (store.Charge): nothing for a pre-paid item,
+// chargeCheck or chargeReport for a post-paid rule's. A batch's versions
+// are so one per version and charge.
+const (
+	resizeBytes  = 5
+	chargeCheck  = "c"
+	chargeReport = "r"
+)
+
+// A bucket is recBytes of little-endian doubles (recFormat: tokens, signed
+// (below zero: a debt, floored as bucket.State keeps it), then
 // its fraction, its cursor and its version's activation, each as
 // h*10^9 + l, then the instant in ms until which its key surely lives)
 // followed by its identity (itemID of the version it was decided under).
@@ -168,13 +185,15 @@ const replyRecord = 1
 //
 //lua:plus1
 const (
-	replyFlags = iota // flagAllowed | flagNever | flagSnapshot
-	replyRemaining
+	replyFlags     = iota // flagAllowed | flagNever | flagSnapshot | flagReport
+	replyRemaining        // the balance's whole tokens, signed: below zero a debt (Remaining - Debt)
 	replyRetry
 	replyReset
 	// A decide's snapshot of a rejected bucket (flagSnapshot): its
 	// uncharged balance's fraction and cursor, counted from the script's
 	// now; a reserve's remaining and reset should the request be rejected.
+	// A report's (flagReport) are its Forgiven and 0: its answer is the
+	// same whatever the request's.
 	replyExtra1
 	replyExtra2
 )
@@ -188,6 +207,7 @@ const (
 	flagAllowed  = 1
 	flagNever    = 2
 	flagSnapshot = 4 // decided in plain numbers under the item's own version
+	flagReport   = 8 // a report (chargeReport): replyExtra1 is its Forgiven
 )
 
 // Separators of the text records: an identity (verSep), a version chain

@@ -17,7 +17,9 @@ import (
 //     exactly as a whole request would. A slot whose items are all
 //     allowed keeps its charges; a bucket whose net effect is a refund
 //     keeps its uncharged balance instead (its refund is "deferred").
-//     A slot that rejects charges nothing.
+//     A slot that rejects charges nothing. Reports (post-paid usage) are
+//     charged in every case: their balance is the "uncharged" one, the
+//     base every settle entry is counted from, so no settle undoes one.
 //  2. If every slot allowed, the request is allowed: deferred refunds are
 //     added (a settle call only for slots that have some). Otherwise it is
 //     rejected: every charge that a slot kept is added back (a settle call
@@ -30,7 +32,10 @@ import (
 // request that is then rolled back (an under-sell, visible only while the
 // two calls overlap). A settle that fails (Redis went away between the
 // calls) leaves a charge in place or a refund unpaid: an under-sell again,
-// logged and counted. With a request id, the first slot's call claims the
+// logged and counted. A report charged by another request between the
+// reserve and its rollback may be forgiven more than it would have been
+// had the reservation never been made (the bucket was lower then): an
+// under-charge again, never an oversell. With a request id, the first slot's call claims the
 // id ("pending") and the settle writes the answer.
 
 type groupReply struct {
@@ -86,9 +91,10 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 		for k, i := range idx {
 			it := replies[g].items[k]
 			r := it.res
-			if !allowed {
+			// A report's answer is its own whatever the request's.
+			if !allowed && req.Items[i].Charge != store.Report {
 				if !r.Never {
-					r.Remaining = it.extra1
+					r.Remaining, r.Debt = max(it.extra1, 0), max(-it.extra1, 0)
 				}
 				r.ResetAfter = it.extra2
 			}

@@ -32,7 +32,9 @@ import (
 // would have become affordable anyway. Its own refunds and version changes
 // invalidate at once (an allowed request drops its buckets' snapshots, so
 // does any answer Redis gives without one; a new version or revision never
-// matches an old one). The remaining and
+// matches an old one). A post-paid rule's checks are answered so too (a
+// bucket in debt refuses them until it is repaid); reports, which only
+// take tokens, always go to Redis and drop their snapshots. The remaining and
 // reset of a local rejection are optimistic by whatever other replicas
 // charged meanwhile. Requests with a request id or repeated buckets always
 // go to Redis.
@@ -90,9 +92,18 @@ func (c *denyCache) slot(tag *[16]byte) (*denyShard, int) {
 
 // answerable: requests the cache decides and learns from: no request id,
 // at most denyMaxItems buckets, none twice (a repeated bucket's answers
-// are not its uncharged balance).
+// are not its uncharged balance), no report (usage, which Redis must
+// charge whatever the answer).
 func answerable(req *store.Request, tags [][16]byte) bool {
-	return req.ID == "" && len(req.Items) <= denyMaxItems && distinct(tags)
+	if req.ID != "" || len(req.Items) > denyMaxItems || !distinct(tags) {
+		return false
+	}
+	for i := range req.Items {
+		if req.Items[i].Charge == store.Report {
+			return false
+		}
+	}
+	return true
 }
 
 // answer decides req from snapshots: true when every item had a fresh one
@@ -115,11 +126,12 @@ func (c *denyCache) answer(req *store.Request, tags [][16]byte, results []store.
 	}
 	rejected := false
 	for i := range req.Items {
-		p := req.Items[i].Version.Params
+		it := &req.Items[i]
+		p := it.Version.Params
 		st := p.Refill(states[i], req.Now)
-		_, r := p.Decide(st, req.Now, req.Items[i].Cost)
+		_, r := it.Charge.Decide(p, st, req.Now, it.Cost)
 		if !r.Never {
-			r.Remaining = st.Tokens
+			r.Remaining, r.Debt = st.Remaining(), st.Debt()
 		}
 		results[i] = store.Result{Result: r, ResetAfter: p.UntilFull(st, req.Now)}
 		rejected = rejected || !r.Allowed
@@ -161,7 +173,7 @@ func (c *denyCache) learn(req *store.Request, tags [][16]byte, allowed bool, ite
 			}
 			*e = denyEntry{
 				tag: tags[i], version: req.Items[i].Version, revision: req.Items[i].Revision,
-				state: bucket.State{Tokens: r.Remaining, Frac: items[i].extra1, At: req.Now + items[i].extra2},
+				state: bucket.State{Tokens: r.Remaining - r.Debt, Frac: items[i].extra1, At: req.Now + items[i].extra2},
 				until: req.Now + min(life, c.maxAge),
 			}
 		case e.tag == tags[i]:

@@ -16,13 +16,13 @@ import (
 
 // TestDenyCacheAnswersAsRedis: one replica with the deny cache and one
 // without see the same random requests (several buckets, charges, checks,
-// refunds, time standing or moving on): every answer is identical, and
-// the cache answered some of them.
+// refunds, a post-paid rule's checks and reports, time standing or moving
+// on): every answer is identical, and the cache answered some of them.
 func TestDenyCacheAnswersAsRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	v := storetest.Version(t, 1, 5, "2/s")
-	w := storetest.Version(t, 2, 3, "1/s")
+	w := storetest.PostPaidVersion(t, 2, 3, "1/s", 4)
 	seq := 0
 	var hits float64
 	rapid.Check(t, func(rt *rapid.T) {
@@ -41,6 +41,12 @@ func TestDenyCacheAnswersAsRedis(t *testing.T) {
 				}
 				items[i] = store.Item{Key: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(rt, "key") + ver.Params.Rate().String(),
 					Version: ver, Cost: rapid.Int64Range(-2, 6).Draw(rt, "cost")}
+				if ver == w {
+					items[i].Charge = store.Charge(rapid.IntRange(0, 2).Draw(rt, "charge"))
+					if items[i].Charge == store.Check {
+						items[i].Cost = 0
+					}
+				}
 			}
 			got, want := make([]store.Result, n), make([]store.Result, n)
 			og, err := cached.Decide(context.Background(), &store.Request{Now: now, Items: items}, got)

@@ -50,6 +50,22 @@
 // function by function, and a rapid test compares both paths, and the
 // bounds between them, with pkg/bucket on thousands of random sequences.
 //
+// # Post-paid items
+//
+// Checks and reports (store.Charge) are decided in the same call, on
+// both paths, exactly as pkg/bucket decides them: the script charges a
+// request's reports first, on each bucket as loaded, and decides its
+// other items all or nothing on what they left; what a report leaves is
+// written whatever the rest says. An item's charge travels with its
+// version's arguments (contract.go: itemMode), and a version's debt bound
+// is part of its parameters (in its identity, debtSep). A balance below
+// zero is stored as it is, a signed double, floored as bucket.State keeps
+// it; the plain-number path decides it as such (lua/fast.lua bounds
+// (capacity+max debt)*period), the bignum path on the balance shifted by
+// the debt bound, so that its numbers stay non-negative (lua/bucket.lua).
+// A bucket in debt is not full, so its key lives until it is, its debt
+// repaid, and the usual slack.
+//
 // # Time
 //
 // No wall clock decides. Each replica maps its own monotonic clock (the

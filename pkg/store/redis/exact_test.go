@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -20,26 +21,31 @@ import (
 // balance, retry and reset time must be identical. Parameters and time
 // steps are drawn on both sides of the plain-number path's bounds
 // (capacity*period around 2^52, steps around 2^52 ns), so both paths and
-// the switch between them are compared; the test counts both.
+// the switch between them are compared; the test counts both. Half the
+// sequences are post-paid: debt bounds (with (capacity+debt)*period
+// around the bound too), checks and reports (of costs up to int64's
+// largest, past what a double holds) mixed with pre-paid items, so that
+// debts are charged, refilled, forgiven and carried through transitions.
 func TestLuaMatchesBucket(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
 	seq := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		// Ten sequences per case: thousands of sequences in all.
-		for range 10 {
+		for i := range 10 {
 			seq++
 			s := newStore(t, c, Options{RequestTime: true, KeyPrefix: fmt.Sprintf("x%d:", seq)})
-			checkSequence(rt, s)
+			checkSequence(rt, s, i%2 == 1)
 		}
 	})
-	t.Logf("decisions by path: plain numbers %d, bignums %d", paths[0], paths[1])
-	if paths[0] == 0 || paths[1] == 0 {
-		t.Fatalf("decisions by path (plain numbers, bignums): %v; want both", paths)
+	t.Logf("decisions by path: plain numbers %d, bignums %d; in debt after %d", paths[0], paths[1], paths[2])
+	if paths[0] == 0 || paths[1] == 0 || paths[2] == 0 {
+		t.Fatalf("decisions by path (plain numbers, bignums), in debt: %v; want each", paths)
 	}
 }
 
-func drawParams(rt *rapid.T) bucket.Params {
+// drawParams draws a bucket's parameters and, postPaid, its debt bound.
+func drawParams(rt *rapid.T, postPaid bool) bucket.Params {
 	n := rapid.OneOf(rapid.Int64Range(1, 10), rapid.Int64Range(1, bucket.MaxRateTokens)).Draw(rt, "n")
 	per := rapid.OneOf(rapid.SampledFrom([]int64{1, int64(time.Millisecond), int64(time.Second), int64(time.Hour)}),
 		rapid.Int64Range(1, bucket.MaxRatePer)).Draw(rt, "per")
@@ -56,15 +62,30 @@ func drawParams(rt *rapid.T) bucket.Params {
 	if err != nil {
 		rt.Fatal(err)
 	}
+	if !postPaid {
+		return p
+	}
+	// Debts on either side of the bound on (capacity+debt)*period.
+	room := min(max(edge-capacity, 2), bucket.MaxDebt-2)
+	debt := rapid.OneOf(rapid.Int64Range(0, 100), rapid.Int64Range(0, bucket.MaxDebt),
+		rapid.Int64Range(room-2, room+2)).Draw(rt, "debt")
+	if p, err = p.WithMaxDebt(debt); err != nil {
+		rt.Fatal(err)
+	}
 	return p
 }
 
 // paths counts the decisions checkSequence made with parameters that fit
-// the plain-number path, and with those that do not.
-var paths [2]int
+// the plain-number path, and with those that do not, and the decisions
+// that left a debt.
+var paths [3]int
 
-func checkSequence(rt *rapid.T, s *Store) {
-	p := drawParams(rt)
+// checkSequence compares one bucket's sequence through s with pkg/bucket;
+// postPaid, its items are checks and reports too, its versions have debt
+// bounds. (FuzzLuaMatchesBucket's seeds encode the draws of a pre-paid
+// sequence.)
+func checkSequence(rt *rapid.T, s *Store, postPaid bool) {
+	p := drawParams(rt, postPaid)
 	now := rapid.Int64().Draw(rt, "start")
 	v := bucket.NewVersion(1, p, now)
 	v.Lineage().Publish(v)
@@ -80,12 +101,11 @@ func checkSequence(rt *rapid.T, s *Store) {
 		now += dt
 		if rapid.IntRange(0, 4).Draw(rt, "kind") == 0 {
 			mode := bucket.ResizeMode(rapid.IntRange(0, 1).Draw(rt, "mode"))
-			v = v.Next(v.ID+1, drawParams(rt), now, mode)
+			v = v.Next(v.ID+1, drawParams(rt, postPaid), now, mode)
 			v.Lineage().Publish(v)
 			continue
 		}
-		capacity := v.Params.Capacity()
-		cost := rapid.OneOf(rapid.Int64Range(-capacity, capacity+1), rapid.Int64Range(0, 3)).Draw(rt, "cost")
+		it := drawItem(rt, v, postPaid)
 		// The expected answer, as the memory store works it out.
 		var refilled bucket.State
 		if sv == nil {
@@ -93,9 +113,10 @@ func checkSequence(rt *rapid.T, s *Store) {
 		} else {
 			refilled = v.Params.Refill(v.Bring(st, sv), now)
 		}
-		after, want := v.Params.Decide(refilled, now, cost)
+		after, want := it.Charge.Decide(v.Params, refilled, now, it.Cost)
+		report := it.Charge == store.Report
 		final := after
-		if !want.Allowed {
+		if !want.Allowed && !report {
 			final = refilled
 		}
 		wantReset := v.Params.UntilFull(final, now)
@@ -105,19 +126,42 @@ func checkSequence(rt *rapid.T, s *Store) {
 		} else {
 			paths[1]++
 		}
+		if final.Tokens < 0 {
+			paths[2]++
+		}
 		res := make([]store.Result, 1)
-		out, err := s.Decide(context.Background(), &store.Request{Now: now, Items: []store.Item{{Key: "k", Version: v, Cost: cost}}}, res)
+		out, err := s.Decide(context.Background(), &store.Request{Now: now, Items: []store.Item{it}}, res)
 		if err != nil {
 			rt.Fatalf("step %d: %v", step, err)
 		}
-		if out.Allowed != want.Allowed || res[0].Result != want || res[0].ResetAfter != wantReset {
-			rt.Fatalf("step %d at %d, params %v/%v cost %d: got %+v, want %+v reset %d",
-				step, now, v.Params.Capacity(), v.Params.Rate(), cost, res[0], want, wantReset)
+		// A report is no gate: alone, nothing refuses the request.
+		if out.Allowed != (want.Allowed || report) || res[0].Result != want || res[0].ResetAfter != wantReset {
+			rt.Fatalf("step %d at %d, params %v/%v debt %d, %+v: got %+v, want %+v reset %d",
+				step, now, v.Params.Capacity(), v.Params.Rate(), v.Params.MaxDebt(), it, res[0], want, wantReset)
 		}
-		if sv == nil && final.Tokens == capacity {
+		if sv == nil && final.Tokens == v.Params.Capacity() {
 			forgot = max(forgot, final.At)
 			continue
 		}
 		st, sv = final, v
 	}
+}
+
+// drawItem draws an item of the bucket "k" under v: pre-paid, or,
+// postPaid, also a check or a report (of a cost up to int64's largest).
+func drawItem(rt *rapid.T, v *bucket.Version, postPaid bool) store.Item {
+	capacity := v.Params.Capacity()
+	it := store.Item{Key: "k", Version: v}
+	if postPaid {
+		it.Charge = store.Charge(rapid.IntRange(0, 2).Draw(rt, "charge"))
+	}
+	switch it.Charge {
+	case store.Prepaid:
+		it.Cost = rapid.OneOf(rapid.Int64Range(-capacity, capacity+1), rapid.Int64Range(0, 3)).Draw(rt, "cost")
+	case store.Report:
+		room := capacity + v.Params.MaxDebt()
+		it.Cost = rapid.OneOf(rapid.Int64Range(-capacity, room+capacity), rapid.Int64Range(0, 3),
+			rapid.Int64Range(room-2, room+2), rapid.Int64Range(math.MinInt64, math.MaxInt64)).Draw(rt, "report")
+	}
+	return it
 }

@@ -41,7 +41,7 @@ func TestLeanMatchesGeneral(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
-			vers = append(vers, bucket.NewVersion(uint64(i+1), p, 0))
+			vers = append(vers, bucket.NewVersion(uint64(i+1), withDebt(rt, p), 0))
 		}
 		now := int64(0)
 		for range rapid.IntRange(1, 20).Draw(rt, "steps") {
@@ -49,8 +49,7 @@ func TestLeanMatchesGeneral(t *testing.T) {
 			req := &store.Request{Now: now}
 			for range rapid.IntRange(1, 4).Draw(rt, "items") {
 				v := rapid.SampledFrom(vers).Draw(rt, "version")
-				req.Items = append(req.Items, store.Item{Key: strconv.Itoa(rapid.IntRange(0, 9).Draw(rt, "key")), Version: v,
-					Cost: rapid.Int64Range(-3, v.Params.Capacity()+1).Draw(rt, "cost")})
+				req.Items = append(req.Items, drawItemOf(rt, strconv.Itoa(rapid.IntRange(0, 9).Draw(rt, "key")), v))
 			}
 			lean, general, packed := decideBoth(rt, ctx, s, req)
 			calls++
@@ -181,7 +180,7 @@ func TestBatchMatchesSequential(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
-			vers = append(vers, bucket.NewVersion(uint64(i+1), p, 0))
+			vers = append(vers, bucket.NewVersion(uint64(i+1), withDebt(rt, p), 0))
 		}
 		now, id := int64(0), 0
 		keys := []string{"a", "b", "c", "d"}
@@ -193,8 +192,7 @@ func TestBatchMatchesSequential(t *testing.T) {
 				var items []store.Item
 				for range rapid.IntRange(1, 3).Draw(rt, "items") {
 					v := rapid.SampledFrom(vers).Draw(rt, "version")
-					items = append(items, store.Item{Key: rapid.SampledFrom(keys).Draw(rt, "key"), Version: v,
-						Cost: rapid.Int64Range(-2, v.Params.Capacity()+1).Draw(rt, "cost")})
+					items = append(items, drawItemOf(rt, rapid.SampledFrom(keys).Draw(rt, "key"), v))
 				}
 				rid := ""
 				if rapid.IntRange(0, 4).Draw(rt, "with id") == 0 {
@@ -222,6 +220,30 @@ func TestBatchMatchesSequential(t *testing.T) {
 			}
 		}
 	})
+}
+
+// withDebt is p with a debt bound drawn for it: none, or one that reports
+// reach and go beyond.
+func withDebt(rt *rapid.T, p bucket.Params) bucket.Params {
+	p, err := p.WithMaxDebt(rapid.SampledFrom([]int64{0, 0, 3, 1000}).Draw(rt, "debt"))
+	if err != nil {
+		rt.Fatal(err)
+	}
+	return p
+}
+
+// drawItemOf draws an item of bucket key under v: pre-paid (charges,
+// refunds, costs above capacity), a check, or a report (refunds, into a
+// debt and beyond its bound).
+func drawItemOf(rt *rapid.T, key string, v *bucket.Version) store.Item {
+	it := store.Item{Key: key, Version: v, Charge: store.Charge(rapid.IntRange(0, 2).Draw(rt, "charge"))}
+	switch c := v.Params.Capacity(); it.Charge {
+	case store.Prepaid:
+		it.Cost = rapid.Int64Range(-3, c+1).Draw(rt, "cost")
+	case store.Report:
+		it.Cost = rapid.Int64Range(-3, 2*c+v.Params.MaxDebt()).Draw(rt, "report")
+	}
+	return it
 }
 
 // prefixedCall is a decide of items (keys prefixed) at now: compact, or

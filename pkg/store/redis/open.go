@@ -1,13 +1,19 @@
 package redis
 
 // Opening: a store that serves before Redis answers. A replica started
-// during an outage must serve anyway (every rule's on_store_error
-// answering) and recover when Redis returns, without a restart; so Open
-// dials once, and when Redis is unreachable (anything but
-// redisconn.ErrConfig, which no retry fixes) returns a store that fails
-// with store.ErrUnavailable and connects in the background, every second.
-// Once connected, it checks Redis's memory settings once and watches
-// Redis (Store.Watch) until it is closed.
+// during an outage must recover when Redis returns, without a restart; so
+// Open dials once, and when Redis does not answer returns a store that
+// fails with store.ErrUnavailable and connects in the background, every
+// second. Only settings wrong in themselves (redisconn.Config.Check: a bad
+// URL, a CA file that does not read) stop Open: what Redis or its network
+// can fix (down, a name that does not resolve yet, a password or TLS
+// setting it refuses) is retried. Until Redis has answered once (a dial
+// that completed: the address resolved, TLS and the credentials were
+// accepted), Ready says why not, so that a replica with a misspelt
+// address is not ready, rather than ready and answering on_store_error
+// for ever; after that, a lost Redis is an outage, which on_store_error
+// answers. Once connected, it checks Redis's memory settings once and
+// watches Redis (Store.Watch) until it is closed.
 //
 // Serving and closing are ordered by one lock: a connect that completes
 // after Close closes its own client and serves nothing, and Close closes
@@ -64,6 +70,10 @@ type Lazy struct {
 
 	c      atomic.Pointer[connected] // nil: not connected, or closed
 	closed atomic.Bool
+	// answered is set once Redis has answered (a connect completed);
+	// until then failed holds the latest connect's error, for Ready.
+	answered atomic.Bool
+	failed   atomic.Pointer[error]
 
 	mu   sync.Mutex      // orders serve and Close
 	ctx  context.Context // ends when Close is called or Open's ctx ends
@@ -86,8 +96,10 @@ var (
 var _ store.Store = (*Lazy)(nil)
 
 // Open returns the Redis store that o describes, connected when Redis
-// answers. An error is o's (redisconn.ErrConfig among them, which names
-// the setting to change); Redis unreachable is no error: the store
+// answers. An error is o's: options or settings wrong in themselves
+// (redisconn.Config.Check, an ErrConfig naming the setting). Redis not
+// answering is no error, whatever the reason (down, unreachable, or
+// refusing the credentials or TLS settings: Ready says which): the store
 // connects in the background until ctx ends or it is closed. Close it.
 func Open(ctx context.Context, o OpenOptions) (*Lazy, error) {
 	return open(ctx, o, func(_ context.Context, cfg redisconn.Config) (rueidis.Client, error) { return redisconn.Dial(cfg) }, time.Second)
@@ -98,6 +110,9 @@ func open(ctx context.Context, o OpenOptions, dial func(context.Context, redisco
 	if o.Store.Client != nil {
 		return nil, errors.New("redis: OpenOptions.Store.Client is Open's to set")
 	}
+	if err := o.Conn.Check(); err != nil {
+		return nil, err
+	}
 	var err error
 	if o.Store, err = o.Store.withDefaults(); err != nil {
 		return nil, err
@@ -106,16 +121,36 @@ func open(ctx context.Context, o OpenOptions, dial func(context.Context, redisco
 	l.ctx, l.stop = context.WithCancel(ctx)
 	c, err := l.connect()
 	switch {
-	case errors.Is(err, redisconn.ErrConfig):
-		l.stop()
-		return nil, err
 	case err != nil:
-		l.log.Error("redis unreachable at start: serving with on_store_error, connecting in the background", slog.String("error", err.Error()))
+		l.notAnswered(err)
+		msg := "redis unreachable at start: not ready until it answers; connecting in the background"
+		if errors.Is(err, redisconn.ErrConfig) {
+			msg = "redis refuses tokengate's settings: not ready until it answers; connecting in the background"
+		}
+		l.log.Error(msg, slog.String("error", err.Error()))
 		l.bg.Go(func() { l.connectLoop(retry) })
 	case !l.serve(c):
 		c.client.Close() // ctx ended meanwhile
 	}
 	return l, nil
+}
+
+// notAnswered records why the latest connect failed, for Ready.
+func (l *Lazy) notAnswered(err error) { l.failed.Store(&err) }
+
+// Ready reports why Redis has not answered since Open, nil once it has:
+// then a lost Redis is the store failing (Health), no reason to be unready.
+func (l *Lazy) Ready() error {
+	switch {
+	case l.answered.Load():
+		return nil
+	case l.closed.Load():
+		return errClosed
+	}
+	if err := l.failed.Load(); err != nil {
+		return fmt.Errorf("redis has not answered since the start: %w", *err)
+	}
+	return errNotConnected
 }
 
 // connect dials and builds the stores on the client, and readies them
@@ -181,8 +216,9 @@ func (l *Lazy) connectLoop(retry time.Duration) {
 			}
 			return
 		}
+		l.notAnswered(err)
 		if tries%30 == 0 {
-			l.log.Warn("redis still unreachable", slog.Int("tries", tries), slog.String("error", err.Error()))
+			l.log.Warn("redis still not answering: not ready", slog.Int("tries", tries), slog.String("error", err.Error()))
 		}
 	}
 }
@@ -196,6 +232,7 @@ func (l *Lazy) serve(c *connected) bool {
 		return false
 	}
 	l.c.Store(c)
+	l.answered.Store(true)
 	// Logged once the store serves, so that whoever sees the line finds
 	// the store in use.
 	l.log.LogAttrs(l.ctx, slog.LevelInfo, "redis store connected", append([]slog.Attr{

@@ -106,26 +106,34 @@ func decodePacked(p string, items []itemRecord) (reply, error) {
 
 // itemOf is an item's reply fields as an itemRecord.
 func itemOf(v [replyItemFields]int64) itemRecord {
-	return itemRecord{
+	r := itemRecord{
 		res:      result(v[replyFlags], v[replyRemaining], v[replyRetry], v[replyReset]),
 		snapshot: v[replyFlags]&flagSnapshot != 0,
 		extra1:   v[replyExtra1], extra2: v[replyExtra2],
 	}
+	if v[replyFlags]&flagReport != 0 {
+		r.res.Forgiven = v[replyExtra1]
+	}
+	return r
 }
 
-func result(flags, remaining, retry, reset int64) store.Result {
+// result is an item's answer from its flags, its balance's whole tokens
+// (signed: below zero, a debt), retry and reset.
+func result(flags, tokens, retry, reset int64) store.Result {
 	return store.Result{Result: bucket.Result{Allowed: flags&flagAllowed != 0, Never: flags&flagNever != 0,
-		Remaining: remaining, RetryAfter: retry}, ResetAfter: reset}
+		Remaining: max(tokens, 0), Debt: max(-tokens, 0), RetryAfter: retry}, ResetAfter: reset}
 }
 
 // recordFields are an item's fields in a replay record: the reply's
-// first ones.
+// first ones, and a report's Forgiven when it is not 0.
 const recordFields = replyReset + 1
 
 // A record is a decision as kept under a request id for replays:
 // "A|item|item..." with A 1 when the request was allowed and each item
-// "flags,remaining,retry,reset". The script writes it (lua/codec.lua's
-// record) for a decide; appendRecord writes it for a cross-slot request.
+// "flags,remaining,retry,reset" (remaining signed, as in the reply),
+// then ",forgiven" for a report that forgave some of its cost. The script
+// writes it (lua/codec.lua's record) for a decide; appendRecord writes it
+// for a cross-slot request.
 
 // parseRecord reads a record of len(results) items.
 func parseRecord(rec string, results []store.Result) (bool, error) {
@@ -140,8 +148,11 @@ func parseRecord(rec string, results []store.Result) (bool, error) {
 		} else {
 			it, rest, _ = strings.Cut(rest, recordSep)
 		}
-		var v [recordFields]int64
+		var v [recordFields + 1]int64
 		for f := range v {
+			if f == recordFields && it == "" {
+				break // no Forgiven
+			}
 			var x string
 			x, it, _ = strings.Cut(it, fieldSep)
 			n, err := strconv.ParseInt(x, 10, 64)
@@ -150,7 +161,11 @@ func parseRecord(rec string, results []store.Result) (bool, error) {
 			}
 			v[f] = n
 		}
+		if it != "" {
+			return false, fmt.Errorf("redis: bad record %q: item %d has more than %d fields", rec, i, recordFields+1)
+		}
 		results[i] = result(v[replyFlags], v[replyRemaining], v[replyRetry], v[replyReset])
+		results[i].Forgiven = v[recordFields]
 	}
 	if rest != "" {
 		return false, fmt.Errorf("redis: record %q has more than %d items", rec, len(results))
@@ -174,7 +189,12 @@ func appendRecord(b []byte, allowed bool, results []store.Result) []byte {
 			flags |= flagNever
 		}
 		b = append(b, recordSep...)
-		for f, x := range [recordFields]int64{flags, r.Remaining, r.RetryAfter, r.ResetAfter} {
+		fields := [recordFields + 1]int64{flags, r.Remaining - r.Debt, r.RetryAfter, r.ResetAfter, r.Forgiven}
+		n := recordFields
+		if r.Forgiven != 0 {
+			n++
+		}
+		for f, x := range fields[:n] {
 			if f > 0 {
 				b = append(b, fieldSep...)
 			}

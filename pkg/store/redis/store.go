@@ -106,11 +106,8 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	if err := store.Validate(req, results); err != nil {
 		return store.Outcome{}, err
 	}
-	for i := range req.Items {
-		if req.Items[i].Charge != store.Prepaid {
-			// Until the Lua decides them; serve refuses such policies first.
-			return store.Outcome{}, fmt.Errorf("%w: item %d: the Redis store does not decide post-paid items (charge: after_response) yet", store.ErrInvalid, i)
-		}
+	if err := refuseReserve(req); err != nil {
+		return store.Outcome{}, err
 	}
 	if len(req.Items) == 0 {
 		return store.Outcome{Allowed: true}, nil
@@ -306,4 +303,15 @@ func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []s
 			return s.decide(ctx, req, results, raw)
 		}
 	}
+}
+
+// refuseReserve refuses reservations (store.Item.Reserve) until the Lua
+// holds them; serve refuses reserve rules first.
+func refuseReserve(req *store.Request) error {
+	for i := range req.Items {
+		if req.Items[i].Reserve != 0 {
+			return fmt.Errorf("%w: item %d: the Redis store does not hold reservations (reserve) yet", store.ErrInvalid, i)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/hex"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
@@ -83,7 +85,7 @@ func TestConformance(t *testing.T) {
 		n++
 		// A fresh prefix per store: each starts empty.
 		return newStore(t, c, Options{RequestTime: true, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
-	}, storetest.Options{Lacks: storetest.PostPaid})
+	}, storetest.Options{Lacks: storetest.Reserve})
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -94,7 +96,7 @@ func TestConformanceCluster(t *testing.T) {
 	}
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStore(t, c, Options{RequestTime: true, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
-	}, storetest.Options{Lacks: storetest.PostPaid})
+	}, storetest.Options{Lacks: storetest.Reserve})
 }
 
 // TestCollector: the store's metrics are one collector, registered whole
@@ -136,5 +138,43 @@ func TestPrepare(t *testing.T) {
 	}
 	if d := after["fcall"] - before["fcall"]; d != 1 {
 		t.Errorf("the first decision ran %d FCALLs, want 1", d)
+	}
+}
+
+// TestPostPaidReplayRecords: a request id's record keeps a post-paid
+// answer whole, its debt and what it forgave: the script's record of a
+// decide (replayed by a repeat), and the one the store writes for a
+// cross-slot request (appendRecord), read back by parseRecord.
+func TestPostPaidReplayRecords(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv.Addr()), Options{RequestTime: true})
+	v := storetest.PostPaidVersion(t, 1, 10, "1/s", 5)
+	items := []store.Item{{Key: "a", Version: v, Cost: 30, Charge: store.Report}, {Key: "b", Version: v, Charge: store.Check}}
+	var first []store.Result
+	for i, want := range []bool{false, true} {
+		res := make([]store.Result, len(items))
+		out, err := s.Decide(context.Background(), &store.Request{ID: "r", Items: items}, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Replayed != want || !out.Allowed {
+			t.Fatalf("decision %d: %+v", i, out)
+		}
+		if i == 0 {
+			first = res
+			if r := res[0].Result; r.Debt != 5 || r.Forgiven != 15 || r.Allowed {
+				t.Fatalf("30 reported on 10 with a bound of 5: %+v", r)
+			}
+			continue
+		}
+		if res[0] != first[0] || res[1] != first[1] {
+			t.Fatalf("replayed %+v, first %+v", res, first)
+		}
+	}
+	results := []store.Result{first[0], first[1], {Result: bucket.Result{Allowed: true, Remaining: 3}, ResetAfter: 7}}
+	got := make([]store.Result, len(results))
+	allowed, err := parseRecord(string(appendRecord(nil, true, results)), got)
+	if err != nil || !allowed || !slices.Equal(got, results) {
+		t.Fatalf("record round trip: %v %+v, want %+v", err, got, results)
 	}
 }

@@ -53,7 +53,8 @@ func warm(t testing.TB, s *Store, item store.Item) {
 }
 
 // TestTTLUntilFull: a bucket's key lives until the bucket is full again
-// and twice ClockStepTolerance, and a full bucket is deleted.
+// and twice ClockStepTolerance (one in debt too), and a full bucket is
+// deleted.
 func TestTTLUntilFull(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
@@ -85,6 +86,20 @@ func TestTTLUntilFull(t *testing.T) {
 	}, "an empty 1000/s bucket of 5 to expire")
 	if _, res := decide(t, s, 0, store.Item{Key: "b", Version: fast}); res[0].Remaining != 5 {
 		t.Fatalf("after expiry: %d tokens, want 5", res[0].Remaining)
+	}
+	// A bucket in debt lives until it is full again: its debt repaid, then
+	// its capacity refilled.
+	post := storetest.PostPaidVersion(t, 3, 10, "1/s", 100)
+	_, res = decide(t, s, 0, store.Item{Key: "c", Version: post, Cost: 40, Charge: store.Report})
+	if res[0].Debt != 30 || res[0].ResetAfter <= 39*int64(time.Second) || res[0].ResetAfter > 40*int64(time.Second) {
+		t.Fatalf("report of 40 on 10: %+v", res[0])
+	}
+	pttl, err = c.Do(context.Background(), c.B().Pttl().Key(s.bucketKey(tagBytes("c"))).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (res[0].ResetAfter+999_999)/1_000_000 + 2*tol.Milliseconds(); pttl > want || pttl < want-200 {
+		t.Fatalf("in debt: PTTL %dms, want about %dms (time until full and twice the tolerance)", pttl, want)
 	}
 }
 
@@ -135,35 +150,50 @@ func TestOneRoundTrip(t *testing.T) {
 
 // TestCommandsPerDecision: the usual decision (buckets stored, no request
 // id) is one FCALL that runs one MGET and one SETRANGE per bucket it
-// charges, and nothing else.
+// charges, and nothing else: a pre-paid one, and a post-paid rule's check
+// (which charges nothing, so writes nothing) and report (charged, into a
+// debt too), each decided by the lean path.
 func TestCommandsPerDecision(t *testing.T) {
-	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv.Addr()), Options{})
-	v := storetest.Version(t, 1, 1_000_000, "100/s")
-	decide := func(i int) {
-		items := []store.Item{{Key: "a" + strconv.Itoa(i%5), Version: v, Cost: 1}, {Key: "b" + strconv.Itoa(i%7), Version: v, Cost: 1}}
-		if _, err := s.Decide(context.Background(), &store.Request{Items: items}, make([]store.Result, 2)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 35 { // every bucket stored
-		decide(i)
-	}
-	before := commandStats(t, srv.Addr())
-	const n = 200
-	for i := range n {
-		decide(i)
-	}
-	after := commandStats(t, srv.Addr())
-	want := map[string]int64{"fcall": n, "mget": n, "setrange": 2 * n, "info": 1}
-	for cmd, calls := range after {
-		if d := calls - before[cmd]; d != want[cmd] {
-			t.Errorf("%d %s for %d decisions, want %d", d, cmd, n, want[cmd])
-		}
-	}
-	// 35 buckets-new decisions first, all lean too (with expiry).
-	if lean, general := testutil.ToFloat64(s.metrics.lean), testutil.ToFloat64(s.metrics.general); lean != 35+n || general != 0 {
-		t.Errorf("decisions by path: lean %v, general %v; want %d and 0", lean, general, 35+n)
+	for _, tc := range []struct {
+		name     string
+		charge   store.Charge
+		cost     int64
+		setrange int64
+	}{
+		{"pre-paid", store.Prepaid, 1, 2},
+		{"check", store.Check, 0, 0},
+		{"report", store.Report, 40_000, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			s := newStore(t, newClient(t, srv.Addr()), Options{})
+			v := storetest.PostPaidVersion(t, 1, 1_000_000, "100/s", 100_000)
+			decide := func(i int, charge store.Charge, cost int64) {
+				items := []store.Item{{Key: "a" + strconv.Itoa(i%5), Version: v, Cost: cost, Charge: charge}, {Key: "b" + strconv.Itoa(i%7), Version: v, Cost: cost, Charge: charge}}
+				if _, err := s.Decide(context.Background(), &store.Request{Items: items}, make([]store.Result, 2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 35 { // every bucket stored
+				decide(i, store.Prepaid, 1)
+			}
+			before := commandStats(t, srv.Addr())
+			const n = 200
+			for i := range n {
+				decide(i, tc.charge, tc.cost)
+			}
+			after := commandStats(t, srv.Addr())
+			want := map[string]int64{"fcall": n, "mget": n, "setrange": tc.setrange * n, "info": 1}
+			for cmd, calls := range after {
+				if d := calls - before[cmd]; d != want[cmd] {
+					t.Errorf("%d %s for %d decisions, want %d", d, cmd, n, want[cmd])
+				}
+			}
+			// 35 buckets-new decisions first, all lean too (with expiry).
+			if lean, general := testutil.ToFloat64(s.metrics.lean), testutil.ToFloat64(s.metrics.general); lean != 35+n || general != 0 {
+				t.Errorf("decisions by path: lean %v, general %v; want %d and 0", lean, general, 35+n)
+			}
+		})
 	}
 }
 

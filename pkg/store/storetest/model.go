@@ -24,10 +24,13 @@ type modelBucket struct {
 type model struct {
 	buckets map[string]modelBucket
 	forgot  int64
+	// holds are the reservations (reservemodel.go), by request id and key.
+	holds map[holdKey]modelHold
 }
 
 // decide is the specification of Store.Decide: reports first, then the
-// gates (every other item) all or nothing.
+// gates (every other item) all or nothing. Reservations (req.ID and
+// Item.Reserve) are reservemodel.go's.
 func (m *model) decide(req *store.Request) (bool, []store.Result) {
 	type work struct {
 		v    *bucket.Version
@@ -44,12 +47,13 @@ func (m *model) decide(req *store.Request) (bool, []store.Result) {
 				if b.v.ID > w.v.ID {
 					w.v = b.v
 				}
-				w.base = w.v.Params.Refill(w.v.Bring(b.s, b.v), req.Now)
+				w.base = w.v.Params.Refill(m.returnExpired(it.Key, w.v.Params, w.v.Bring(b.s, b.v), req.Now), req.Now)
 			}
 			ws[it.Key] = w
 		}
 		if it.Charge == store.Report {
-			w.base, res[i].Result = w.v.Params.Report(w.base, req.Now, it.Cost)
+			cost := it.Cost - m.settle(req.ID, it.Key)
+			w.base, res[i].Result = w.v.Params.Report(w.base, req.Now, cost)
 			res[i].ResetAfter = w.v.Params.UntilFull(w.base, req.Now)
 		}
 	}
@@ -57,18 +61,29 @@ func (m *model) decide(req *store.Request) (bool, []store.Result) {
 		w.cur = w.base
 	}
 	allowed := true
+	reserving := map[string]store.Item{} // keys this request reserves, by the item that does
 	for i, it := range req.Items {
 		w := ws[it.Key]
-		switch it.Charge {
-		case store.Report:
+		switch {
+		case it.Charge == store.Report:
 			continue
-		case store.Check:
+		case it.Reserve > 0 && (reserving[it.Key].Reserve > 0 || m.held(req.ID, it.Key)):
+			w.cur, res[i].Result = w.v.Params.Decide(w.cur, req.Now, 0)
+		case it.Reserve > 0:
+			w.cur, res[i].Result = w.v.Params.Decide(w.cur, req.Now, it.Reserve)
+			if res[i].Allowed {
+				reserving[it.Key] = it
+			}
+		case it.Charge == store.Check:
 			w.cur, res[i].Result = w.v.Params.Check(w.cur, req.Now)
 		default:
 			w.cur, res[i].Result = w.v.Params.Decide(w.cur, req.Now, it.Cost)
 		}
 		res[i].ResetAfter = w.v.Params.UntilFull(w.cur, req.Now)
 		allowed = allowed && res[i].Allowed
+	}
+	if allowed {
+		m.hold(req.ID, req.Now, reserving)
 	}
 	for i, it := range req.Items {
 		w := ws[it.Key]
@@ -94,6 +109,10 @@ func (m *model) decide(req *store.Request) (bool, []store.Result) {
 	return allowed, res
 }
 
+func newModel() *model {
+	return &model{buckets: map[string]modelBucket{}, forgot: math.MinInt64, holds: map[holdKey]modelHold{}}
+}
+
 // testModel runs random requests, version changes, stale policies and clock
 // steps (backwards too) against decideModel: every answer must be equal.
 // With postPaid, rule versions have debt bounds and items are checks and
@@ -105,7 +124,7 @@ func testModel(t *testing.T, newStore Factory, postPaid bool) {
 		stale := append([]*bucket.Version(nil), rules...)
 		keys := []string{"r0/a", "r0/b", "r1/a", "r1/b"}
 		nextID := uint64(3)
-		m := &model{buckets: map[string]modelBucket{}, forgot: math.MinInt64}
+		m := newModel()
 		now := int64(0)
 		for range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			now += rapid.Int64Range(-sec, 3*sec).Draw(rt, "dt")

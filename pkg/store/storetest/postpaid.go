@@ -14,26 +14,33 @@ import (
 // store.Report) when the store has them, and otherwise checks that it
 // refuses them, saying that it lacks them.
 func runPostPaid(t *testing.T, newStore Factory, has bool) {
-	tests := []struct {
-		name string
-		test func(*testing.T, store.Store)
-	}{
+	runCapability(t, newStore, has, "PostPaid", []capabilityTest{
 		{"post-paid check and report", testCheckAndReport},
 		{"post-paid reports first", testReportsFirst},
 		{"post-paid debt bound", testDebtBound},
 		{"post-paid versions", testPostPaidVersions},
 		{"post-paid replay", testPostPaidReplay},
+	})
+	if !has {
+		t.Run("post-paid refused", func(t *testing.T) { testPostPaidRefused(t, newStore(t)) })
 	}
+}
+
+type capabilityTest struct {
+	name string
+	test func(*testing.T, store.Store)
+}
+
+// runCapability runs the tests of a capability on fresh stores, or skips
+// each, saying that the store lacks the capability.
+func runCapability(t *testing.T, newStore Factory, has bool, capability string, tests []capabilityTest) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if !has {
-				t.Skip("the store lacks the PostPaid capability (storetest.Options.Lacks)")
+				t.Skipf("the store lacks the %s capability (storetest.Options.Lacks)", capability)
 			}
 			tc.test(t, newStore(t))
 		})
-	}
-	if !has {
-		t.Run("post-paid refused", func(t *testing.T) { testPostPaidRefused(t, newStore(t)) })
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package storetest is the conformance suite every store.Store runs: Run
 // checks the contract of store.Store (all-or-nothing, duplicates, versions,
-// replays, bad requests, post-paid items, concurrency) and a rapid state
-// machine against a simple model built on pkg/bucket.
+// replays, bad requests, post-paid items, reservations, concurrency) and
+// rapid state machines against a simple model built on pkg/bucket.
 //
 // A store that does not implement a part of the contract yet says so
 // (Options.Lacks): the tests of that part are skipped, each saying why, and
@@ -28,6 +28,9 @@ type Capability uint8
 const (
 	// PostPaid is deciding Check and Report items (store.Charge).
 	PostPaid Capability = 1 << iota
+	// Reserve is holding a Check's Item.Reserve under its request id until
+	// a Report settles it or its ReserveTTL ends (store.go, "Reservations").
+	Reserve
 )
 
 // Options say what the suite holds a store to; the zero Options hold it to
@@ -37,6 +40,10 @@ type Options struct {
 	// are skipped, saying so, and their requests must be refused with
 	// store.ErrInvalid, changing nothing.
 	Lacks Capability
+	// Sweep, when set, is the store's janitor (memory.Store.Sweep): the
+	// reservation model sweeps at random instants too, and holds the
+	// store to the model's sweep (reservemodel.go).
+	Sweep func(s store.Store, now int64)
 }
 
 // Run runs the whole suite against stores from newStore; opts (at most
@@ -45,6 +52,9 @@ func Run(t *testing.T, newStore Factory, opts ...Options) {
 	var o Options
 	for _, x := range opts {
 		o.Lacks |= x.Lacks
+		if x.Sweep != nil {
+			o.Sweep = x.Sweep
+		}
 	}
 	t.Run("burst then refill", func(t *testing.T) { testBurstThenRefill(t, newStore(t)) })
 	t.Run("all or nothing", func(t *testing.T) { testAllOrNothing(t, newStore(t)) })
@@ -58,6 +68,7 @@ func Run(t *testing.T, newStore Factory, opts ...Options) {
 	t.Run("concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
 	runPostPaid(t, newStore, o.Lacks&PostPaid == 0)
 	t.Run("model", func(t *testing.T) { testModel(t, newStore, o.Lacks&PostPaid == 0) })
+	runReserve(t, newStore, o.Lacks&(PostPaid|Reserve) == 0, o.Sweep)
 }
 
 const sec = int64(time.Second)

@@ -145,6 +145,19 @@ do
   function readid(v) return string.match(v, ID_PATTERN) end
 end
 
+-- bigparams are params from an identity's decimals; c is the capacity,
+-- with its debt bound after DEBT_SEP for a post-paid version (contract.go).
+local function bigparams(c, n, p)
+  local d, dn = {}, 0
+  local at = string.find(c, DEBT_SEP, 1, true)
+  if at then
+    d, dn = BN.num(string.sub(c, at + 1)), tonumber(string.sub(c, at + 1))
+    c = string.sub(c, 1, at - 1)
+  end
+  local cap = BN.num(c)
+  return {c = BN.add(cap, d), cap = cap, n = BN.num(n), p = BN.num(p), d = d, dn = dn}
+end
+
 -- chain parses an item's earlier versions (nearest first), each
 -- "vid,cap,n,per,mode,delta" with delta its activation before the item's
 -- version's (at, a bignum instant).
@@ -156,7 +169,7 @@ local function chain(s, at)
     local d = signed(f[6])
     local cat
     if d.neg then cat = BN.add(at, d.m) elseif BN.cmp(d.m, at) > 0 then cat = {} else cat = BN.sub(at, d.m) end
-    out[#out + 1] = {v = f[1], p = {c = BN.num(f[2]), n = BN.num(f[3]), p = BN.num(f[4])}, mode = f[5], at = cat}
+    out[#out + 1] = {v = f[1], p = bigparams(f[2], f[3], f[4]), mode = f[5], at = cat}
   end
   return out
 end
@@ -168,13 +181,17 @@ local function dec(x)
 end
 
 -- record encodes a decision for a request id's replay:
--- "A|flags,remaining,retry,reset|..." from the reply's item fields.
+-- "A|flags,remaining,retry,reset|..." from the reply's item fields, and
+-- ",forgiven" after a report's that forgave some of its cost.
 local function record(reply, n)
   local parts = {dec(reply[REPLY_ALLOWED])}
   for i = 0, n - 1 do
     local b = REPLY_HEAD + i * REPLY_ITEM_FIELDS
-    parts[#parts + 1] = dec(reply[b + REPLY_FLAGS]) .. FIELD_SEP .. dec(reply[b + REPLY_REMAINING]) .. FIELD_SEP ..
+    local flags, forgiven = reply[b + REPLY_FLAGS], dec(reply[b + REPLY_EXTRA1])
+    local e = dec(flags) .. FIELD_SEP .. dec(reply[b + REPLY_REMAINING]) .. FIELD_SEP ..
       dec(reply[b + REPLY_RETRY]) .. FIELD_SEP .. dec(reply[b + REPLY_RESET])
+    if floor(flags / FLAG_REPORT) % 2 == 1 and forgiven ~= '0' then e = e .. FIELD_SEP .. forgiven end
+    parts[#parts + 1] = e
   end
   return table.concat(parts, RECORD_SEP)
 end
@@ -183,8 +200,8 @@ end
 -- a compact call laid out as alone.
 
 -- The batch's arguments (BARGS), the offset before its first version's
--- block (VBASE), each version's parameters in plain numbers, or false
--- (BFAST), each version's activation as h, l (BACT, 2 per version), and
+-- block (VBASE), each version's parameters in plain numbers and its
+-- items' charge, or false (BFAST), each version's activation as h, l (BACT, 2 per version), and
 -- each context's tolerance (BTOL): set once per batch.
 local BARGS, VBASE, BFAST, BACT, BTOL
 
@@ -200,8 +217,9 @@ local function readbatch(args, nc, nv)
     if string.sub(act, 1, 1) ~= '-' then BACT[2 * i - 1], BACT[2 * i] = split(act) end
     BFAST[i] = false
     if fp ~= '' then
-      local c, n, per = struct.unpack(FAST_FORMAT, fp)
-      BFAST[i] = {c = c, n = n, p = per}
+      -- k: the items' charge (itemMode).
+      local c, n, per, d = struct.unpack(FAST_FORMAT, fp)
+      BFAST[i] = {c = c, n = n, p = per, d = d, k = string.sub(args[vo + ITEM_MODE], RESIZE_BYTES + 1)}
     end
   end
 end

@@ -3,12 +3,17 @@
 -- FAST_LIMIT (2^52), where doubles are exact. A fast state is
 -- {t = tokens, f = frac, a = cursor} with the cursor counted from now (the
 -- script's instant is 0, so a cursor ahead of now is positive); params are
--- {c = capacity, n = rate tokens, p = rate period in ns}.
+-- {c = capacity, n = rate tokens, p = rate period in ns, d = max debt}.
+-- Tokens are signed: a balance in debt (-d <= t < 0) is floored as
+-- bucket.State keeps it, its fraction f still in [0, p).
 --
--- Why it is exact: a bucket is fast only when c*p < FAST_LIMIT (the store
--- sends its parameters packed only then; see itemFast), so every
--- balance in units (t*p + f), every room and every missing amount is below
--- it; an elapsed time is below FAST_LIMIT too (fastrel). The one product
+-- Why it is exact: a bucket is fast only when (c+d)*p < FAST_LIMIT (the
+-- store sends its parameters packed only then; see itemFast). A balance
+-- lies in [-d, c], so every balance in units (t*p + f) is within
+-- FAST_LIMIT of zero, and every room ((c-t)*p) and every missing amount
+-- ((want-t)*p - f for want in 1..c) is below FAST_LIMIT; a report's
+-- charge is at most t+d <= c+d; an elapsed time is below FAST_LIMIT too
+-- (fastrel). The one product
 -- that can exceed it, elapsed*n, is only compared with a room below
 -- FAST_LIMIT: a rounded product is at least 2^53 exactly when the true one
 -- is, so the comparison is exact. Division rounds, so fdiv corrects the
@@ -57,19 +62,60 @@ end
 
 local function funtilfull(p, t, f, a) return funtil(p, t, f, a, p.c) end
 
--- fdecide mirrors bucket.Params.Decide: the new state (t, f, a), allowed,
--- never, remaining, retry.
-local function fdecide(p, t, f, a, cost)
-  if cost > p.c then
-    local rt = frefill(p, t, f, a)
-    return t, f, a, false, true, rt, 0
-  end
-  t, f, a = frefill(p, t, f, a)
-  if cost <= 0 then
+-- fdecide, fcheck and freport decide an item (store.Charge) on a state;
+-- their helper is local to the block (the chunk's locals: TestLuaLocals).
+local fdecide, fcheck, freport
+do
+-- frefund adds -cost (cost <= 0) to a refilled state, capped at
+  -- capacity (bucket.Params.refund): the new tokens. A cost below -(c+d)
+  -- fills any balance (a cost far below may not be exact as a number).
+  local function frefund(p, t, cost)
     local left = t - cost
-    if cost < -p.c or left >= p.c then return p.c, 0, a, true, false, p.c, 0 end
-    return left, f, a, true, false, left, 0
+    if cost < -(p.c + p.d) or left >= p.c then return p.c end
+    return left
   end
-  if t >= cost then return t - cost, f, a, true, false, t - cost, 0 end
-  return t, f, a, false, false, t, funtil(p, t, f, a, cost)
+
+  -- fdecide mirrors bucket.Params.Decide: the new state (t, f, a), allowed,
+  -- never, tokens (signed: the reply's remaining), retry.
+  function fdecide(p, t, f, a, cost)
+    if cost > p.c then
+      local rt = frefill(p, t, f, a)
+      return t, f, a, false, true, rt, 0
+    end
+    t, f, a = frefill(p, t, f, a)
+    if cost <= 0 then
+      t = frefund(p, t, cost)
+      if t >= p.c then f = 0 end
+      return t, f, a, true, false, t, 0
+    end
+    if t >= cost then return t - cost, f, a, true, false, t - cost, 0 end
+    return t, f, a, false, false, t, funtil(p, t, f, a, cost)
+  end
+
+  -- fcheck mirrors bucket.Params.Check: the refilled state, allowed (one
+  -- whole token there), tokens, retry (until one is).
+  function fcheck(p, t, f, a)
+    t, f, a = frefill(p, t, f, a)
+    if t >= 1 then return t, f, a, true, t, 0 end
+    return t, f, a, false, t, funtil(p, t, f, a, 1)
+  end
+
+  -- freport mirrors bucket.Params.Report: the new state, allowed (the
+  -- balance still at zero or above), tokens, retry, forgiven and what it
+  -- charged (a refund: 0 and 0). Forgiven is exact for a cost below 2^53
+  -- (every cost of a compact call: maxExact), charged always is.
+  function freport(p, t, f, a, cost)
+    t, f, a = frefill(p, t, f, a)
+    local charged, forgiven = 0, 0
+    if cost <= 0 then
+      t = frefund(p, t, cost)
+      if t >= p.c then f = 0 end
+    else
+      charged = t + p.d
+      if cost < charged then charged = cost end
+      t, forgiven = t - charged, cost - charged
+    end
+    if t >= 0 then return t, f, a, true, t, 0, forgiven, charged end
+    return t, f, a, false, t, funtil(p, t, f, a, 1), forgiven, charged
+  end
 end

@@ -170,27 +170,41 @@ end
 
 -- leandecide decides the n loaded items (run, answer and put of
 -- decideop); their keys are at ko + 1. Its reply is packed (contract.go).
+-- Keys are distinct, so a report (charged whatever the request's gates
+-- say) is alone on its bucket: what it leaves is written either way.
 local function leandecide(keys, ko, n, tol)
   local reply, allowed, v = LR, true, LV
   reply[1] = 0
   for i = 1, n do
     local k = (i - 1) * LEAN_FIELDS
-    local t, f, a, ok, never, rem, retry = fdecide(v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 9])
-    v[k + 10], v[k + 11], v[k + 12] = t, f, a
-    allowed = allowed and ok
+    local p, cost = v[k + 1], v[k + 9]
+    local t, f, a, ok, never, rem, retry = v[k + 2], v[k + 3], v[k + 4], false, false
     local r = 1 + (i - 1) * REPLY_ITEM_FIELDS
     local flags = 0
-    if ok then flags = FLAG_ALLOWED end
+    if p.k == CHARGE_REPORT then
+      t, f, a, ok, rem, retry, reply[r + REPLY_EXTRA1] = freport(p, t, f, a, cost)
+      flags = FLAG_REPORT
+    elseif p.k == CHARGE_CHECK then
+      t, f, a, ok, rem, retry = fcheck(p, t, f, a)
+      allowed = allowed and ok
+    else
+      t, f, a, ok, never, rem, retry = fdecide(p, t, f, a, cost)
+      allowed = allowed and ok
+    end
+    v[k + 10], v[k + 11], v[k + 12] = t, f, a
+    if ok then flags = flags + FLAG_ALLOWED end
     if never then flags = flags + FLAG_NEVER end
     reply[r + REPLY_FLAGS], reply[r + REPLY_REMAINING], reply[r + REPLY_RETRY] = flags, rem, retry
   end
   for i = 1, n do
     local k, r = (i - 1) * LEAN_FIELDS, 1 + (i - 1) * REPLY_ITEM_FIELDS
     local p, key = v[k + 1], keys[ko + i]
-    if allowed then
+    local report = p.k == CHARGE_REPORT
+    if allowed or report then
       local t, f, a = v[k + 10], v[k + 11], v[k + 12]
       local reset = funtilfull(p, t, f, a)
-      reply[r + REPLY_RESET], reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = reset, 0, 0
+      reply[r + REPLY_RESET], reply[r + REPLY_EXTRA2] = reset, 0
+      if not report then reply[r + REPLY_EXTRA1] = 0 end
       -- A check (cost 0) leaves the stored bucket as it was, but for the
       -- refill that the record's cursor gives anyway.
       if not EXPIRE or v[k + 9] ~= 0 then leanwrite(key, t, f, a, reset, k, tol) end

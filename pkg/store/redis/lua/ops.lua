@@ -7,33 +7,55 @@ local function raise(a)
 end
 
 -- An engine decides a bucket in plain numbers (FAST) or in bignums (BIG);
--- a bucket's engine is chosen when it is loaded. pack gives a state's
--- record numbers: tokens, fraction (h, l), cursor (h, l).
+-- a bucket's engine is chosen when it is loaded. Each decides an item
+-- (decide, check, report) on a state; tokens gives a balance's whole
+-- tokens as a signed number (the reply's remaining: below zero, a debt);
+-- pack a state's record numbers: tokens, fraction (h, l), cursor (h, l).
+-- A report's forgiven is a number or a decimal.
 local FAST = {
   decide = function(p, s, cost)
     local t, f, a, ok, never, rem, retry = fdecide(p, s.t, s.f, s.a, cost)
     return {t = t, f = f, a = a}, ok, never, rem, retry
   end,
+  check = function(p, s)
+    local t, f, a, ok, rem, retry = fcheck(p, s.t, s.f, s.a)
+    return {t = t, f = f, a = a}, ok, rem, retry
+  end,
+  -- A cost of FAST_LIMIT or more (the general path's, from a decimal)
+  -- may not be exact as a number: its forgiven is worked out on the
+  -- decimal.
+  report = function(p, s, cost, dec)
+    local t, f, a, ok, rem, retry, forgiven, charged = freport(p, s.t, s.f, s.a, cost)
+    if cost >= FAST_LIMIT then forgiven = BN.str(BN.sub(BN.num(dec), BN.num(string.format('%.0f', charged)))) end
+    return {t = t, f = f, a = a}, ok, rem, retry, forgiven
+  end,
+  tokens = function(_, t) return t end,
   untilfull = function(p, s) return funtilfull(p, s.t, s.f, s.a) end,
   cost = tonumber,
   out = function(x) return x end,
   full = function(p, s) return s.t >= p.c end,
   zero = function(x) return x == 0 end,
-  pack = function(s) return fpack(s.t, s.f, s.a) end,
+  pack = function(_, s) return fpack(s.t, s.f, s.a) end,
   cursor = function(s) return hldec(fastabs(s.a)) end,
   ms = fms,
 }
 local BIG = {
   decide = function(p, s, cost) return decide(p, s, nowbig(), cost) end,
+  check = function(p, s) return check(p, s, nowbig()) end,
+  report = function(p, s, cost)
+    local st, ok, rem, retry, forgiven = report(p, s, nowbig(), cost)
+    return st, ok, rem, retry, BN.str(forgiven)
+  end,
+  tokens = function(p, t) return BN.tonum(t) - p.dn end,
   untilfull = function(p, s) return untilfull(p, s, nowbig()) end,
   cost = signed,
   out = BN.str,
   full = function(p, s) return BN.cmp(s.t, p.c) >= 0 end,
   zero = BN.iszero,
-  pack = function(s)
+  pack = function(p, s)
     local fh, fl = bighl(s.f)
     local ah, al = bighl(s.a)
-    return BN.tonum(s.t), fh, fl, ah, al
+    return BN.tonum(s.t) - p.dn, fh, fl, ah, al
   end,
   cursor = function(s) return BN.str(s.a) end,
   ms = function(ns)
@@ -43,30 +65,31 @@ local BIG = {
   end,
 }
 
--- bigstate is a record's balance as bignums.
-local function bigstate(t, fh, fl, ah, al)
-  return {t = BN.num(string.format('%.0f', t)), f = hlbig(fh, fl), a = hlbig(ah, al)}
+-- bigstate is a record's balance as bignums under params p: its tokens
+-- shifted by the debt bound (bucket.lua), exact since |t| and d are at
+-- most 10^15.
+local function bigstate(p, t, fh, fl, ah, al)
+  return {t = BN.num(string.format('%.0f', t + p.dn)), f = hlbig(fh, fl), a = hlbig(ah, al)}
 end
 
 -- Item b is the ARGV index before an item's arguments.
 local function fastparams(b)
   local fp = ARGV[b + ITEM_FAST]
   if fp == '' then return nil end
-  local c, n, p = struct.unpack(FAST_FORMAT, fp)
-  return {c = c, n = n, p = p}
+  local c, n, p, d = struct.unpack(FAST_FORMAT, fp)
+  return {c = c, n = n, p = p, d = d}
 end
 
-local function bigparams(c, n, p) return {c = BN.num(c), n = BN.num(n), p = BN.num(p)} end
-
 -- work is a bucket's working state: its engine, parameters, state as
--- loaded (s) and as decided so far (cur), the identity and activation of
--- the version it is decided under, the instant its key surely lives to,
--- whether it is new or changed by loading (dirty). Every field is set
--- here, at once: a Lua table that grows field by field is rehashed at
--- every power of two.
+-- loaded and then charged its reports (s) and as decided so far (cur),
+-- the identity and activation of the version it is decided under, the
+-- instant its key surely lives to, whether it is new or changed by
+-- loading or a report (dirty), and its last item's result (last). Every
+-- field is set here, at once: a Lua table that grows field by field is
+-- rehashed at every power of two.
 local function work(E, p, s, id, vh, vl, exp, new, dirty)
   return {E = E, p = p, s = s, cur = s, id = id, vh = vh, vl = vl, exp = exp, new = new, dirty = dirty,
-    key = false, idx = 0, b = 0, charged = false, reseta = false, resetr = false}
+    key = false, idx = 0, b = 0, charged = false, reseta = false, resetr = false, last = false}
 end
 
 -- newbucket is a bucket not stored yet: full, its cursor at now or, if
@@ -95,12 +118,13 @@ end
 -- bucket never moves back to parameters it has left. Revisions do not
 -- order versions: a rollback (a lower revision applied after a higher
 -- one) applies, as in the memory store.
-local function convert(b, s, vh, vl, exp, ident)
+local function convert(b, rec, vh, vl, exp, ident)
   local now = nowbig()
   local _, sc, sn, sp, spid, svid = readid(ident)
   local id = ARGV[b + ITEM_ID]
   local _, c, n, per, _, vid = readid(id)
   local from = bigparams(sc, sn, sp)
+  local s = bigstate(from, rec[1], rec[2], rec[3], rec[4], rec[5])
   local at = back(signed(ARGV[b + ITEM_AT]))
   local move, walk = false, false
   if spid == PID then
@@ -109,7 +133,7 @@ local function convert(b, s, vh, vl, exp, ident)
     move = true
   end
   if not move then return work(BIG, from, refill(from, s, now), ident, vh, vl, exp, false, false) end
-  local to, mode, done = bigparams(c, n, per), ARGV[b + ITEM_MODE], false
+  local to, mode, done = bigparams(c, n, per), string.sub(ARGV[b + ITEM_MODE], 1, RESIZE_BYTES), false
   local chainarg = ARGV[b + ITEM_CHAIN]
   if walk and chainarg ~= '' then
     local ch = chain(chainarg, at)
@@ -138,7 +162,7 @@ local function load(b, rec, big)
     local ver = ARGV[b + ITEM_VERSION]
     local n = #ver
     if string.sub(ident, 1, n) ~= ver or string.sub(ident, n + 1, n + #PID) == PID then
-      return convert(b, bigstate(t, fh, fl, ah, al), vh, vl, exp, ident)
+      return convert(b, {t, fh, fl, ah, al}, vh, vl, exp, ident)
     end
   end
   local p = not big and fastparams(b)
@@ -149,7 +173,7 @@ local function load(b, rec, big)
   end
   local _, c, n, per = readid(ident)
   local bp = bigparams(c, n, per)
-  return work(BIG, bp, refill(bp, bigstate(t, fh, fl, ah, al), nowbig()), ident, vh, vl, exp, false, false)
+  return work(BIG, bp, refill(bp, bigstate(bp, t, fh, fl, ah, al), nowbig()), ident, vh, vl, exp, false, false)
 end
 
 -- put writes a bucket's state st; ttl is its time until full. With expiry
@@ -178,7 +202,7 @@ local function put(w, st, ttl, dirty)
   end
   local vh, vl = w.vh, w.vl
   if not vh then vh, vl = activation(ARGV[w.b + ITEM_AT]) end
-  local t, fh, fl, ah, al = E.pack(st)
+  local t, fh, fl, ah, al = E.pack(w.p, st)
   if not EXPIRE then
     redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, 0, w.id))
     return
@@ -225,8 +249,12 @@ local function claim()
   return nil, true
 end
 
--- run decides every item in order on its bucket's running state (recs
--- are their records as stored): whether all were allowed, the buckets in order of first use, each item's result.
+-- run decides the request's items (recs are their records as stored):
+-- its reports first, in order, each on its bucket's loaded state (what
+-- the rest is decided on, and what is written whatever they say), then
+-- every other item in order on its bucket's running state. It answers
+-- whether all those were allowed, the buckets in order of first use, each
+-- item's result.
 local function run(big, recs)
   local works, order, res, allowed = {}, {}, {}, true
   for i = 1, NITEMS do
@@ -238,19 +266,41 @@ local function run(big, recs)
       works[key] = w
       order[#order + 1] = w
     end
-    local cost = ARGV[b + ITEM_COST]
-    local cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost(cost))
-    w.cur = cur
-    if ok and cost ~= '0' then w.charged = true end
-    res[i] = {w = w, ok = ok, never = never, rem = rem, retry = retry, after = cur}
-    allowed = allowed and ok
+    -- The charge follows the on_resize in ITEM_MODE (contract.go).
+    if string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1) == CHARGE_REPORT then
+      local cost = ARGV[b + ITEM_COST]
+      local st, ok, rem, retry, forgiven = w.E.report(w.p, w.s, w.E.cost(cost), cost)
+      w.s, w.cur = st, st
+      if cost ~= '0' then w.dirty = true end
+      res[i] = {w = w, ok = ok, never = false, rem = rem, retry = retry, after = st, forgiven = forgiven}
+      w.last = res[i]
+    end
+  end
+  for i = 1, NITEMS do
+    if not res[i] then
+      local b = HEADER_ARGS + (i - 1) * ITEM_ARGS
+      local w, cost = works[KEYS[i]], ARGV[b + ITEM_COST]
+      local cur, ok, never, rem, retry
+      if string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1) == CHARGE_CHECK then
+        cur, ok, rem, retry = w.E.check(w.p, w.cur)
+        never = false
+      else
+        cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost(cost))
+        if ok and cost ~= '0' then w.charged = true end
+      end
+      w.cur = cur
+      res[i] = {w = w, ok = ok, never = never, rem = rem, retry = retry, after = cur}
+      w.last = res[i]
+      allowed = allowed and ok
+    end
   end
   return allowed, order, res
 end
 
 -- answer fills item i's reply fields. A rejected decide answers each
 -- bucket's uncharged balance and, for a plain-number bucket, a snapshot
--- of it; a reserve answers both outcomes (the charged one first).
+-- of it; a reserve answers both outcomes (the charged one first). A
+-- report answers its own, whatever the request's, and its forgiven.
 local function answer(reply, i, r, allowed, reserve)
   local w, E = r.w, r.w.E
   local b = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
@@ -258,21 +308,23 @@ local function answer(reply, i, r, allowed, reserve)
   if r.ok then flags = FLAG_ALLOWED end
   if r.never then flags = flags + FLAG_NEVER end
   local rem, reset, x1, x2 = r.rem, nil, 0, 0
-  if allowed or reserve then
+  if allowed or reserve or r.forgiven then
     reset = E.untilfull(w.p, r.after)
-    w.reseta = reset -- the last item's is the bucket's
+    if w.last == r then w.reseta = reset end -- the bucket's, once decided
   end
   local remr = rem
   if not r.never then remr = w.s.t end
-  if reserve then
-    x1, x2 = E.out(remr), E.out(resetr(w))
+  if r.forgiven then
+    flags, x1 = flags + FLAG_REPORT, r.forgiven
+  elseif reserve then
+    x1, x2 = E.tokens(w.p, remr), E.out(resetr(w))
   elseif not allowed then
     rem, reset = remr, resetr(w)
     -- A new bucket's cursor depends on FLOOR (without expiry), which
     -- moves: no snapshot of it then.
     if E == FAST and (EXPIRE or not w.new) then flags, x1, x2 = flags + FLAG_SNAPSHOT, w.s.f, w.s.a end
   end
-  reply[b + REPLY_FLAGS], reply[b + REPLY_REMAINING], reply[b + REPLY_RETRY] = flags, E.out(rem), E.out(r.retry)
+  reply[b + REPLY_FLAGS], reply[b + REPLY_REMAINING], reply[b + REPLY_RETRY] = flags, E.tokens(w.p, rem), E.out(r.retry)
   reply[b + REPLY_RESET], reply[b + REPLY_EXTRA1], reply[b + REPLY_EXTRA2] = E.out(reset), x1, x2
 end
 
@@ -356,7 +408,7 @@ local function settleop()
       local p = bigparams(c, n, per)
       local w = work(BIG, p, nil, ident, vh, vl, exp, false, false)
       w.key = KEYS[i]
-      local s = refill(p, bigstate(t, fh, fl, ah, al), nowbig())
+      local s = refill(p, bigstate(p, t, fh, fl, ah, al), nowbig())
       local u, uper = BN.num(ARGV[b + SETTLE_UNITS]), BN.num(ARGV[b + SETTLE_PER])
       if BN.cmp(uper, p.p) ~= 0 then u = BN.divmod(BN.mul(u, p.p), uper) end
       s = fromunits(p, BN.add(units(p, s), u), s.a)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -82,14 +83,16 @@ func (cfg Config) name(field string) string {
 	return field
 }
 
-// ErrConfig marks the errors of Dial that no retry fixes, because the
-// settings are wrong: a bad URL, address or CA file, TLS on against a
+// ErrConfig marks the errors of Dial that no retry fixes until a setting
+// changes, on this side or on Redis's: a bad URL, address or CA file (the
+// errors of Check, which only this side can fix), TLS on against a
 // plaintext port or off against a TLS one, a certificate that the CA file
 // does not sign or that is for another host, a wrong password, or an
 // address that is not the Cluster asked for. Test for it with errors.Is;
 // the error's text names the field of Config (see Config.Names) and the
 // file or address. Any other error of Dial is an outage (Redis down,
-// unreachable or too slow) that a later Dial may get past.
+// unreachable or too slow, a name that does not resolve) that a later
+// Dial may get past.
 var ErrConfig = errors.New("redis: configuration error")
 
 // configError is an error of Dial that is ErrConfig.
@@ -101,6 +104,17 @@ func (e configError) Is(target error) bool { return target == ErrConfig }
 
 func configErrorf(format string, args ...any) error {
 	return configError{fmt.Errorf(format, args...)}
+}
+
+// Check reports what is wrong in cfg itself, before any connection: a bad
+// URL or address, a CA, certificate or key file that does not read. Its
+// error is ErrConfig; nothing outside the settings can fix it, where Redis
+// or its network can fix any other error of Dial.
+func (cfg Config) Check() error {
+	if _, err := cfg.clientOption(); err != nil {
+		return configError{err}
+	}
+	return nil
 }
 
 // Dial connects to Redis as cfg says. The caller closes the client. An
@@ -130,11 +144,19 @@ func (cfg Config) clientOption() (rueidis.ClientOption, error) {
 		if opt, err = rueidis.ParseURL(cfg.URL); err != nil {
 			return opt, fmt.Errorf("redis: URL: %w", err)
 		}
+		if strings.HasPrefix(cfg.URL, "unix:") && opt.InitAddress[0] == "" {
+			// The dial would fail only later, as "dial unix: missing address".
+			return opt, fmt.Errorf("redis: %s %q has no socket path: unix:///path/to/redis.sock for a socket, redis://host:port for TCP", cfg.name("URL"), cfg.URL)
+		}
 	} else {
 		for a := range strings.SplitSeq(cfg.Addr, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				opt.InitAddress = append(opt.InitAddress, a)
+			if a = strings.TrimSpace(a); a == "" {
+				continue
 			}
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return opt, fmt.Errorf("redis: %s %q: want host:port (a Unix socket is %s unix:///path/to/redis.sock): %w", cfg.name("Addr"), a, cfg.name("URL"), err)
+			}
+			opt.InitAddress = append(opt.InitAddress, a)
 		}
 		if len(opt.InitAddress) == 0 {
 			return opt, errors.New("redis: no address")

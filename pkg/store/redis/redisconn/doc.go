@@ -3,10 +3,13 @@
 //
 //   - Dial (dial.go) connects to a single node, through Sentinel, or to a
 //     Cluster, with TLS and mTLS as Config says. An error that no retry
-//     fixes (a bad CA file, TLS on one side only, a wrong password, an
-//     address that is not the Cluster asked for) is ErrConfig and names
-//     the field of Config to change (explain.go probes an address once
-//     more to tell which side is wrong); any other error is an outage.
+//     fixes until a setting changes (a bad CA file, TLS on one side only,
+//     a wrong password, an address that is not the Cluster asked for) is
+//     ErrConfig and names the field of Config to change (explain.go probes
+//     an address once more to tell which side is wrong); any other error
+//     is an outage. Check finds, without connecting, the ErrConfig that
+//     only this side can fix (a URL that does not parse, a CA file that
+//     does not read).
 //     Errors call a field by its Go name, or by the name Config.Names
 //     gives it (cmd/tokengate gives its flags).
 //   - CheckLimits and CountKeys (limits.go) read whether Redis bounds

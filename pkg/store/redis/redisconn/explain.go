@@ -87,9 +87,15 @@ func (cfg Config) explain(opt rueidis.ClientOption, err error) error {
 	if handshake {
 		addrs = []string{hs.addr}
 	}
+	var dns *net.DNSError
 	switch {
 	case isAuthError(err):
-		return configError{wrapped}
+		return configErrorf("redis: %s refused the credentials: set the user name (%s) and password (%s) it expects (%w)",
+			strings.Join(addrs, ","), cfg.name("Username"), cfg.name("Password"), err)
+	case errors.As(err, &dns):
+		// Not ErrConfig: the name may be created later (a Service, DNS
+		// catching up), and then a retry gets through.
+		return fmt.Errorf("redis: %s: cannot resolve %q: check %s (%w)", strings.Join(opt.InitAddress, ","), dns.Name, cfg.addrName(), err)
 	case opt.TLSConfig != nil && isTLSAlert(err):
 		return tlsRefused(strings.Join(addrs, ","), err)
 	case handshake && errors.As(err, &header):
@@ -140,13 +146,19 @@ func isAuthError(err error) bool {
 	return false
 }
 
-func (cfg Config) plaintextPort(addr string, why error) error {
-	on, field := cfg.name("CAFile"), cfg.name("Addr")
+// addrName is what errors call the setting that holds the address: the
+// URL's when one is set.
+func (cfg Config) addrName() string {
 	if cfg.URL != "" {
-		field = cfg.name("URL")
-		if cfg.CAFile == "" {
-			on = "the rediss:// URL"
-		}
+		return cfg.name("URL")
+	}
+	return cfg.name("Addr")
+}
+
+func (cfg Config) plaintextPort(addr string, why error) error {
+	on, field := cfg.name("CAFile"), cfg.addrName()
+	if cfg.URL != "" && cfg.CAFile == "" {
+		on = "the rediss:// URL"
 	}
 	return configErrorf("redis: %s is a plaintext port but TLS is on (%s): point %s at Redis's TLS port (tls-port), or turn TLS off (%w)", addr, on, field, why)
 }
