@@ -1,6 +1,8 @@
 package service
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -100,4 +102,24 @@ func TestBandsReserve(t *testing.T) {
 	// b held nothing, so its report is a plain one on both bands.
 	f.call(t, 0, withID("b", hits(descr("project", "p"), 10))...)
 	balances("b reported", 80, 30, 0)
+}
+
+// TestBandsReserveLocal: while the store fails, a reserve rule of several
+// bands (on_store_error local, the default) decides its checks from the
+// local budget, a half of each band, holding nothing on any band: that
+// decision has no request id, so no report could settle a reservation.
+func TestBandsReserveLocal(t *testing.T) {
+	svc, flaky, _ := flakyService(t, "bands.yaml", bandsPolicy)
+	flaky.fail = true
+	for i := range 3 {
+		r, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withID(fmt.Sprint("l", i), hits(descr("project", "p"), 0))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 25 of the second band's 50 is the fewest left, and stays: a
+		// check that held 40 would leave none of it.
+		if r.OverallCode != ok || !degradedOf(r) || r.Statuses[1].LimitRemaining != 25 {
+			t.Fatalf("local check %d: %v, want OK, degraded, 25 left", i, r)
+		}
+	}
 }
