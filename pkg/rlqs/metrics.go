@@ -28,6 +28,7 @@ const (
 
 type rlqsMetrics struct {
 	streams       prometheus.Gauge
+	messages      prometheus.Counter
 	subscriptions *prometheus.GaugeVec   // domain, rule
 	actions       *prometheus.CounterVec // domain, rule, action
 	reported      *prometheus.CounterVec // domain, rule, outcome
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer) *rlqsMetrics {
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokengate_rlqs_streams",
 			Help: "Open RLQS (rate_limit_quota) streams on this replica.",
+		}),
+		messages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tokengate_rlqs_reports_total",
+			Help: "RLQS usage report messages answered.",
 		}),
 		subscriptions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tokengate_rlqs_subscribed_buckets",
@@ -81,6 +86,6 @@ func newMetrics(reg prometheus.Registerer) *rlqsMetrics {
 	for _, r := range []string{refusedStreams, refusedBuckets, refusedInvalid, refusedDomain} {
 		m.refused.WithLabelValues(r)
 	}
-	reg.MustRegister(m.streams, m.subscriptions, m.actions, m.reported, m.leased, m.overage, m.forgiven, m.refused, m.storeErrors)
+	reg.MustRegister(m.streams, m.messages, m.subscriptions, m.actions, m.reported, m.leased, m.overage, m.forgiven, m.refused, m.storeErrors)
 	return m
 }

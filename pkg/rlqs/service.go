@@ -272,6 +272,7 @@ func (s *Service) answer(st *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 	// Other streams' new assignments go out once this one's sendMu is
 	// free: two streams pushing to each other never wait on each other.
 	s.push(pushes)
+	s.m.messages.Inc()
 	return err
 }
 
