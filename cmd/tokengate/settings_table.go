@@ -68,6 +68,12 @@ var settingsTable = []setting{
 	// gRPC over TLS (xds.go).
 	opt("grpc-max-recv-bytes", 1<<20, "largest request accepted on the gRPC port (ratelimit.v3, ext_authz) and on /json, in bytes; a larger one is refused (RESOURCE_EXHAUSTED, which Envoy's failure_mode decides) before it is read. Keep it above what a client can make Envoy send: Envoy's header limit (60 KiB) times the descriptors that copy a header, plus an ext_authz body",
 		func(s *settings) *int { return &s.GRPCMaxRecvBytes }),
+	opt("rlqs-reporting-interval", time.Second, "the reporting_interval of the Envoys' rate_limit_quota filters (RLQS, docs/rlqs.md): assignments live two of them, rounded up to whole seconds, and are paid that long ahead",
+		func(s *settings) *time.Duration { return &s.RLQS.ReportingInterval }),
+	opt("rlqs-max-streams", 1024, "most RLQS streams one replica holds open; one more is refused (RESOURCE_EXHAUSTED)",
+		func(s *settings) *int { return &s.RLQS.MaxStreams }),
+	opt("rlqs-max-buckets-per-stream", 10000, "most buckets one RLQS stream subscribes, and so reports in one message; more ends the stream (RESOURCE_EXHAUSTED)",
+		func(s *settings) *int { return &s.RLQS.MaxBucketsPerStream }),
 	opt("grpc-tls-cert-file", "", "PEM certificate (chain) of the gRPC listener; with --grpc-tls-key-file, serves gRPC over TLS only. Reread when the file changes",
 		func(s *settings) *string { return &s.GRPCTLS.CertFile }),
 	opt("grpc-tls-key-file", "", "PEM private key of --grpc-tls-cert-file",

@@ -100,14 +100,14 @@ func (s *Service) chargeOverage(sh *shared, sb *sub, now int64) {
 		// A store that cannot take reports (Redis, for now): what
 		// Envoy spent beyond its leases is forgiven, and said so.
 		s.m.storeErrors.Inc()
-		sb.c.forgiven.Add(float64(over))
+		sb.c.forgiven.Add(float64(over) * float64(sh.fill.unit))
 	case err != nil:
 		s.m.storeErrors.Inc()
 		return // charged with the next report
 	default:
 		sb.c.forgiven.Add(float64(sh.results[0].Forgiven))
 	}
-	sb.c.over.Add(float64(over))
+	sb.c.over.Add(float64(over) * float64(sh.fill.unit))
 	sb.paid = sb.used
 }
 
@@ -138,7 +138,7 @@ func (s *Service) leaseTo(sh *shared, sb *sub, target int64, force bool, now int
 		ok, err = s.extend(sh, sb, now)
 	}
 	if err == nil && !ok {
-		available := sh.results[0].Remaining + sb.lease.unspent(sh.fill, now+int64(s.opts.DeliverySlack))
+		available := sh.results[0].Remaining/sh.fill.unit + sb.lease.unspent(sh.fill, now+int64(s.opts.DeliverySlack))
 		if k := affordable(sh.fill, available, s.ahead, target); k > 0 {
 			ok, err = s.renew(sh, sb, k, now)
 		}
@@ -190,7 +190,7 @@ func (s *Service) renew(sh *shared, sb *sub, k, now int64) (bool, error) {
 // paid books cost taken from the bucket for sb (sh.mu).
 func (s *Service) paid(sb *sub, cost int64) {
 	sb.paid = satAdd(sb.paid, uint64(cost))
-	sb.c.leased.Add(float64(cost))
+	sb.c.leased.Add(float64(cost) * float64(sb.sh.fill.unit))
 }
 
 // target is sb's share of the rule's tokens per fill among the bucket's
@@ -291,12 +291,16 @@ func (s *Service) abandoned(sb *sub) *action {
 	}}
 }
 
-// decide asks the store for one item of sh's bucket (sh.mu) and says
-// whether it was allowed; sh.results[0] is its answer. A cost of 0 is no
-// call.
-func (s *Service) decide(ctx context.Context, sh *shared, charge store.Charge, cost, now int64) (bool, error) {
-	if cost == 0 {
+// decide asks the store for one item of sh's bucket (sh.mu), requests
+// requests of the rule's cost, and says whether it was allowed;
+// sh.results[0] is its answer. No requests is no call.
+func (s *Service) decide(ctx context.Context, sh *shared, charge store.Charge, requests, now int64) (bool, error) {
+	if requests == 0 {
 		return true, nil
+	}
+	cost := requests * sh.fill.unit
+	if requests > math.MaxInt64/sh.fill.unit {
+		cost = math.MaxInt64
 	}
 	sh.req.Now = now
 	sh.req.Items = append(sh.req.Items[:0], store.Item{Key: sh.key, Version: sh.rule.Version, Cost: cost, Charge: charge, Revision: sh.revision})

@@ -13,18 +13,27 @@ import (
 	"github.com/tokengate/tokengate/pkg/bucket"
 )
 
-// fill is how a rule's rate is handed to Envoy: tokens per fill interval of
-// whole seconds, because Envoy reads only the seconds of fill_interval.
+// fill is how a rule's rate is handed to Envoy, whose token bucket counts
+// requests: requests per fill interval of whole seconds, because Envoy
+// reads only the seconds of fill_interval. A request costs unit tokens of
+// the rule's bucket, the rule's cost.
 type fill struct {
 	interval int64 // nanoseconds, a whole number of seconds, at least one
-	tokens   int64 // the rule's whole tokens per interval, 1 to math.MaxUint32
+	tokens   int64 // the rule's whole requests per interval, 1 to math.MaxUint32
+	unit     int64 // tokens a request costs, at least 1
 }
 
 // fillOf is the shortest whole-second interval in which the rate gives at
-// least one token, and the rate's whole tokens in it (at most
-// math.MaxUint32, the most a token_bucket says).
-func fillOf(r bucket.Rate) fill {
-	n, per := uint64(r.Tokens()), uint64(r.Per())
+// least one request of unit tokens, and the rate's whole requests in it (at
+// most math.MaxUint32, the most a token_bucket says).
+func fillOf(r bucket.Rate, unit int64) fill {
+	unit = max(unit, 1)
+	hi, perU := bits.Mul64(uint64(r.Per()), uint64(unit))
+	if hi != 0 || perU > math.MaxInt64/2 {
+		// Less than a request in 146 years: one request a century.
+		return fill{interval: int64(100 * 365 * 24 * time.Hour), tokens: 1, unit: unit}
+	}
+	n, per := uint64(r.Tokens()), perU
 	sec := uint64(time.Second)
 	// seconds = ceil(per / (n * 1s)): n*1s may pass 2^64, and then one
 	// second is plenty.
@@ -39,7 +48,7 @@ func fillOf(r bucket.Rate) fill {
 			tokens = q
 		}
 	}
-	return fill{interval: int64(seconds * sec), tokens: int64(tokens)}
+	return fill{interval: int64(seconds * sec), tokens: int64(tokens), unit: unit}
 }
 
 // share is stream i's target share of total tokens per fill among streams

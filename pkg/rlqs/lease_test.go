@@ -29,7 +29,7 @@ func TestFillOf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := fillOf(r)
+		f := fillOf(r, 1)
 		if f.interval != tc.seconds*int64(time.Second) || f.tokens != tc.tokens {
 			t.Errorf("fillOf(%s) = %d tokens per %v, want %d per %ds", tc.rate, f.tokens, time.Duration(f.interval), tc.tokens, tc.seconds)
 		}
@@ -37,7 +37,8 @@ func TestFillOf(t *testing.T) {
 }
 
 // TestFillIsTheRate: the fill never gives more than the rule's rate, and
-// is its whole tokens in the interval (below the token_bucket cap).
+// is its whole requests of unit tokens in the interval (below the
+// token_bucket cap).
 func TestFillIsTheRate(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.Int64Range(1, 1<<40).Draw(t, "n")
@@ -46,8 +47,10 @@ func TestFillIsTheRate(t *testing.T) {
 		if err != nil {
 			t.Skip(err)
 		}
-		f := fillOf(r)
-		exact := new(big.Rat).Mul(big.NewRat(r.Tokens(), int64(r.Per())), new(big.Rat).SetInt64(f.interval))
+		unit := rapid.Int64Range(1, 1000).Draw(t, "unit")
+		f := fillOf(r, unit)
+		perRequest := new(big.Rat).Mul(big.NewRat(r.Tokens(), int64(r.Per())), big.NewRat(1, unit))
+		exact := new(big.Rat).Mul(perRequest, new(big.Rat).SetInt64(f.interval))
 		floor := new(big.Int).Quo(exact.Num(), exact.Denom())
 		if f.interval%int64(time.Second) != 0 || f.tokens < 1 {
 			t.Fatalf("fill %+v of %v", f, r)
@@ -59,7 +62,7 @@ func TestFillIsTheRate(t *testing.T) {
 		if f.tokens != want {
 			t.Fatalf("fill of %v: %d tokens per %v, want %d", r, f.tokens, time.Duration(f.interval), want)
 		}
-		if f.interval > int64(time.Second) && new(big.Rat).Mul(big.NewRat(r.Tokens(), int64(r.Per())), new(big.Rat).SetInt64(f.interval-int64(time.Second))).Cmp(big.NewRat(1, 1)) >= 0 {
+		if f.interval > int64(time.Second) && new(big.Rat).Mul(perRequest, new(big.Rat).SetInt64(f.interval-int64(time.Second))).Cmp(big.NewRat(1, 1)) >= 0 {
 			t.Fatalf("fill of %v: %v is not the shortest interval", r, time.Duration(f.interval))
 		}
 	})
@@ -96,7 +99,7 @@ func TestShares(t *testing.T) {
 // m + k*(x-start)/interval, is at most what was paid.
 func TestLeaseCoversWhatItPaid(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		f := fill{interval: rapid.Int64Range(1, 3600).Draw(t, "seconds") * int64(time.Second), tokens: math.MaxUint32}
+		f := fill{interval: rapid.Int64Range(1, 3600).Draw(t, "seconds") * int64(time.Second), tokens: math.MaxUint32, unit: 1}
 		l := lease{k: rapid.Int64Range(1, math.MaxUint32).Draw(t, "k"), start: rapid.Int64Range(0, 1<<50).Draw(t, "start")}
 		l.m = l.k
 		until := l.start
@@ -122,7 +125,7 @@ func TestLeaseCoversWhatItPaid(t *testing.T) {
 // there are, and one more token per fill would not.
 func TestAffordable(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		f := fill{interval: rapid.Int64Range(1, 60).Draw(t, "seconds") * int64(time.Second), tokens: math.MaxUint32}
+		f := fill{interval: rapid.Int64Range(1, 60).Draw(t, "seconds") * int64(time.Second), tokens: math.MaxUint32, unit: 1}
 		tokens := rapid.Int64Range(0, 1<<40).Draw(t, "tokens")
 		ahead := rapid.Int64Range(0, int64(time.Minute)).Draw(t, "ahead")
 		target := rapid.Int64Range(1, math.MaxUint32).Draw(t, "target")

@@ -46,6 +46,11 @@ domains:
       refill: 10/s
       charge: after_response
       max_debt: 30
+    - name: costly
+      match: [{key: plan}]
+      capacity: 100
+      refill: 10/s
+      cost: 5
     - name: watched
       match: [{key: tenant}]
       capacity: 10
@@ -159,6 +164,30 @@ func TestLeaseIsTakenFromTheBucket(t *testing.T) {
 	}
 	if got := f.balance("edge", "per-user", entries...); got != 7+10-10 {
 		t.Fatalf("balance %d after a second's refresh, want 7", got)
+	}
+}
+
+// TestRuleCost: Envoy's token bucket counts requests, so a rule's cost
+// makes them dearer: 10/s at cost 5 is 2 requests a second, and a lease or
+// a report of n requests is 5n tokens.
+func TestRuleCost(t *testing.T) {
+	f := newFixture(t, testPolicy, Options{})
+	c := f.open()
+	plan := []policy.Entry{{Key: "plan", Value: "free"}}
+	tb := tokenBucketOf(t, only(t, must(c.send(report("edge", map[string]string{"plan": "free"}, 0, 1)))))
+	if tb.GetTokensPerFill().GetValue() != 2 || tb.GetMaxTokens() != 2 {
+		t.Fatalf("token bucket %v, want 2 requests a second", tb)
+	}
+	// 2 of burst and 2/s for 2.25 s (5, rounded up): 7 requests, 35 tokens.
+	if got := f.balance("edge", "costly", plan...); got != 100-35 {
+		t.Fatalf("balance %d, want %d", got, 100-35)
+	}
+	// 10 allowed, 7 paid: 3 more requests charged, 15 tokens; and the
+	// second of refill the lease now covers, 2 requests.
+	f.clk.Add(time.Second)
+	only(t, must(c.send(report("", map[string]string{"plan": "free"}, 10, 0))))
+	if got := f.balance("edge", "costly", plan...); got != 65+10-15-10 {
+		t.Fatalf("balance %d, want %d", got, 65+10-15-10)
 	}
 }
 

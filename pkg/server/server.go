@@ -1,5 +1,6 @@
 // Package server runs tokengate's listeners: gRPC (the ratelimit.v3
-// service, when given the ext_authz Authorization service,
+// service, when given the ext_authz Authorization service and the RLQS
+// RateLimitQuotaService,
 // grpc.health.v1 and server reflection) and HTTP (/metrics, /healthz,
 // /readyz, /debug/policy, envoyproxy/ratelimit's /healthcheck and /json,
 // when given a candidate policy /debug/candidate, when given forward-auth
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
@@ -49,6 +51,10 @@ type Options struct {
 	// Authorization, when set, serves envoy.service.auth.v3.Authorization
 	// (Envoy's ext_authz) on the gRPC port too.
 	Authorization authv3.AuthorizationServer
+	// RateLimitQuota, when set, serves
+	// envoy.service.rate_limit_quota.v3.RateLimitQuotaService (Envoy's
+	// rate_limit_quota filter, pkg/rlqs) on the gRPC port too.
+	RateLimitQuota rlqsv3.RateLimitQuotaServiceServer
 	// ForwardAuth, when set, serves HTTP forward-auth at /v1/check (any
 	// method) on the HTTP port.
 	ForwardAuth http.Handler
@@ -212,6 +218,9 @@ func New(opts Options) (*Server, error) {
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
 	if opts.Authorization != nil {
 		authv3.RegisterAuthorizationServer(s.grpc, opts.Authorization)
+	}
+	if opts.RateLimitQuota != nil {
+		rlqsv3.RegisterRateLimitQuotaServiceServer(s.grpc, opts.RateLimitQuota)
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
