@@ -195,13 +195,14 @@ func (s *Service) paid(sb *sub, cost int64) {
 
 // target is sb's share of the rule's tokens per fill among the bucket's
 // subscriptions that report, at most what the others do not hold (sh.mu).
-// When the others hold more than their shares leave sb (a stream that has
-// just subscribed), they are given their shares first, at once: their
-// new assignments wait in sh.pushes to be sent.
+// When that is less than sb's floor (a stream that has just subscribed),
+// the others that hold more than their shares are given their shares
+// first, at once: their new assignments wait in sh.pushes to be sent.
+// Otherwise sb grows as the others shrink on their own reports.
 func (s *Service) target(sh *shared, sb *sub, now int64) int64 {
 	total := sh.fill.tokens
 	want, others := s.shares(sh, sb)
-	if want > total-others {
+	if total-others < min(want, floorShare(total, int64(len(sh.weights)))) {
 		for i, o := range sh.subs {
 			if o != sb && !o.silent && o.lease.k > sh.shares[i] {
 				sh.pushes = append(sh.pushes, pending{o, s.leaseTo(sh, o, sh.shares[i], true, now)})

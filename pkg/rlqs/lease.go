@@ -58,10 +58,7 @@ func fillOf(r bucket.Rate, unit int64) fill {
 // most total.
 func share(total int64, weights []int64, i int) int64 {
 	n := int64(len(weights))
-	floor := total / (4 * n)
-	if floor == 0 && total >= n {
-		floor = 1
-	}
+	floor := floorShare(total, n)
 	rest := uint64(total - n*floor)
 	var sum uint64
 	for _, w := range weights {
@@ -70,6 +67,15 @@ func share(total int64, weights []int64, i int) int64 {
 	hi, lo := bits.Mul64(rest, uint64(weights[i])+1)
 	q, _ := bits.Div64(hi, lo, sum) // hi < sum: the weight is at most sum
 	return floor + int64(q)
+}
+
+// floorShare is the share every one of n streams gets whatever its
+// demand: total/(4n), at least 1 while there is a token for each.
+func floorShare(total, n int64) int64 {
+	if f := total / (4 * n); f > 0 || total < n {
+		return f
+	}
+	return 1
 }
 
 // maxWeight bounds a stream's demand, so that the sum of a bucket's

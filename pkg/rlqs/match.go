@@ -12,6 +12,7 @@ package rlqs
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -94,15 +95,22 @@ func checkBucketID(id map[string]string) error {
 
 // canonical is a BucketId's identity on a stream: its entries sorted by
 // key, each length-prefixed, so that two maps are one bucket exactly when
-// they are equal.
+// they are equal. Up to 8 keys it allocates nothing but dst's growth.
 func canonical(dst []byte, id map[string]string) []byte {
-	keys := make([]string, 0, len(id))
+	var small [8]string
+	keys := small[:0]
 	for k := range id {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		dst = fmt.Appendf(dst, "%d:%s%d:%s", len(k), k, len(id[k]), id[k])
+		v := id[k]
+		dst = strconv.AppendInt(dst, int64(len(k)), 10)
+		dst = append(dst, ':')
+		dst = append(dst, k...)
+		dst = strconv.AppendInt(dst, int64(len(v)), 10)
+		dst = append(dst, ':')
+		dst = append(dst, v...)
 	}
 	return dst
 }

@@ -434,6 +434,9 @@ func (s *Service) syncPolicy(now int64) {
 // push sends each stream its pending actions, one response a stream. A
 // stream whose send fails learns it on its own.
 func (s *Service) push(ps []pending) {
+	if len(ps) == 0 {
+		return
+	}
 	by := make(map[*stream][]*action)
 	for _, p := range ps {
 		by[p.sb.st] = append(by[p.sb.st], p.a)
