@@ -18,7 +18,7 @@ var settingsTable = []setting{
 		func(s *settings) *string { return &s.Policy }),
 	opt("candidate-policy", "", "candidate policy file or directory decided beside --policy on buckets of its own, never changing an answer (/debug/candidate, tokengate_candidate_*); watched like --policy: a bad file keeps the last good candidate, a missing one is no candidate",
 		func(s *settings) *string { return &s.CandidatePolicy }),
-	opt("grpc-addr", ":8081", "gRPC listen address (ratelimit.v3, ext_authz, health, reflection)",
+	opt("grpc-addr", ":8081", "gRPC listen address (ratelimit.v3, ext_authz, RLQS, health, reflection)",
 		func(s *settings) *string { return &s.GRPCAddr }),
 	opt("http-addr", ":8080", "HTTP listen address (/metrics, /healthz, /readyz, /debug/policy, /debug/candidate, /v1/check)",
 		func(s *settings) *string { return &s.HTTPAddr }),
