@@ -3,12 +3,15 @@ package rlqs
 import (
 	"fmt"
 	"math/big"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"pgregory.net/rapid"
+
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/store"
 )
 
 // boundRun is one simulation: Envoys with their own phases, reporting
@@ -17,6 +20,10 @@ type boundRun struct {
 	capacity, perSecond int64
 	envoys              []boundEnvoy
 	noAssignAllow       bool
+	replicas            int // tokengate replicas on one store, the Envoys spread over them
+	// stores, when set, makes the replicas' stores (one each, on one
+	// backend); otherwise they share the fixture's memory store.
+	stores func(t tester, clk *clock.Fake, n int) []store.Store
 }
 
 type boundEnvoy struct {
@@ -37,10 +44,27 @@ const boundStep = 10 * time.Millisecond
 func (r boundRun) simulate(t tester) (allowed, bound int64) {
 	policy := fmt.Sprintf("domains:\n  edge:\n    - name: per-user\n      match: [{key: user}]\n      capacity: %d\n      refill: %d/s\n", r.capacity, r.perSecond)
 	f := newFixture(t, policy, Options{ReportingInterval: time.Second})
+	var replicas []*Service
+	if r.stores == nil {
+		replicas = append(replicas, f.svc)
+		for range r.replicas - 1 {
+			replicas = append(replicas, f.replica(prometheus.NewRegistry(), f.store))
+		}
+	} else {
+		for _, st := range r.stores(t, f.clk, r.replicas) {
+			replicas = append(replicas, f.replica(prometheus.NewRegistry(), st))
+		}
+	}
+	leased := func() (n int64) {
+		for _, svc := range replicas {
+			n += int64(testutil.ToFloat64(svc.m.leased.WithLabelValues("edge", "per-user")))
+		}
+		return n
+	}
 	start := f.clk.Now()
 	es := make([]*envoy, len(r.envoys))
 	for i, be := range r.envoys {
-		e := f.open().envoy("edge", be.interval, start+int64(be.phase))
+		e := f.openOn(replicas[i%len(replicas)]).envoy("edge", be.interval, start+int64(be.phase))
 		e.delay, e.noAssign = int64(be.delay), r.noAssignAllow
 		es[i] = e
 	}
@@ -65,7 +89,9 @@ func (r boundRun) simulate(t tester) (allowed, bound int64) {
 			}
 		}
 		if step%10 == 0 {
-			f.svc.Tick(now)
+			for _, svc := range replicas {
+				svc.Tick(now)
+			}
 		}
 		// What the Envoys spent was paid before they could spend it: all
 		// they allowed is what the leases took, but for what
@@ -74,7 +100,7 @@ func (r boundRun) simulate(t tester) (allowed, bound int64) {
 		for u := range users {
 			all, free = all+perUser[u], free+unassigned[u]
 		}
-		if paid := int64(testutil.ToFloat64(f.svc.m.leased.WithLabelValues("edge", "per-user"))); all > paid+free {
+		if paid := leased(); all > paid+free {
 			t.Fatalf("at %v the Envoys allowed %d, more than the %d their leases paid and the %d no assignment allowed", time.Duration(now-start), all, paid, free)
 		}
 		refill := new(big.Int).Div(big.NewInt(0).Mul(big.NewInt(r.perSecond), big.NewInt(now-start)), big.NewInt(int64(time.Second))).Int64()
@@ -90,14 +116,16 @@ func (r boundRun) simulate(t tester) (allowed, bound int64) {
 }
 
 // TestBoundSimulated: no Envoy configuration, phase, reporting interval,
-// demand or delivery delay within the slack lets the Envoys together allow
-// more than the bound, at any instant.
+// demand or delivery delay within the slack, and no number of tokengate
+// replicas sharing the store, lets the Envoys together allow more than
+// the bound, at any instant.
 func TestBoundSimulated(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		r := boundRun{
 			capacity:      rapid.Int64Range(1, 400).Draw(t, "capacity"),
 			perSecond:     rapid.Int64Range(1, 200).Draw(t, "perSecond"),
 			noAssignAllow: rapid.Bool().Draw(t, "noAssignAllow"),
+			replicas:      rapid.IntRange(1, 3).Draw(t, "replicas"),
 		}
 		for i := range rapid.IntRange(1, 4).Draw(t, "envoys") {
 			r.envoys = append(r.envoys, boundEnvoy{
@@ -114,17 +142,26 @@ func TestBoundSimulated(t *testing.T) {
 
 // TestBoundUsesTheRate: the bound is not met by refusing: with demand
 // twice the rate and a bucket that holds a lease's float, three Envoys
-// together allow most of what the rule allows.
+// (one of them idle) together allow most of what the rule allows. On two
+// replicas less: each replica shares the whole rate among its own
+// streams, so their leases compete for the bucket and are renewed
+// smaller, each renewal a burst paid again (docs/rlqs.md).
 func TestBoundUsesTheRate(t *testing.T) {
-	r := boundRun{capacity: 400, perSecond: 100, envoys: []boundEnvoy{
-		{interval: time.Second, perStep: 1, users: 1},
-		{interval: 700 * time.Millisecond, phase: 130 * time.Millisecond, delay: 50 * time.Millisecond, perStep: 1, users: 1},
-		{interval: 900 * time.Millisecond, phase: 470 * time.Millisecond, delay: 200 * time.Millisecond, perStep: 0, users: 1},
-	}}
-	r.envoys[2].perStep = 0
-	allowed, bound := r.simulate(t)
-	if allowed*10 < bound*8 {
-		t.Fatalf("allowed %d of the bound %d: under 80%%", allowed, bound)
+	for _, tc := range []struct {
+		replicas int
+		percent  int64
+	}{{1, 80}, {2, 70}} {
+		t.Run(fmt.Sprint(tc.replicas, " replicas"), func(t *testing.T) {
+			r := boundRun{capacity: 400, perSecond: 100, replicas: tc.replicas, envoys: []boundEnvoy{
+				{interval: time.Second, perStep: 1, users: 1},
+				{interval: 700 * time.Millisecond, phase: 130 * time.Millisecond, delay: 50 * time.Millisecond, perStep: 1, users: 1},
+				{interval: 900 * time.Millisecond, phase: 470 * time.Millisecond, delay: 200 * time.Millisecond, perStep: 0, users: 1},
+			}}
+			allowed, bound := r.simulate(t)
+			if allowed*100 < bound*tc.percent {
+				t.Fatalf("allowed %d of the bound %d: under %d%%", allowed, bound, tc.percent)
+			}
+			t.Logf("allowed %d, bound %d (%d%%)", allowed, bound, allowed*100/bound)
+		})
 	}
-	t.Logf("allowed %d, bound %d (%s)", allowed, bound, strings.Repeat("=", int(allowed*40/bound)))
 }

@@ -30,6 +30,7 @@ type fixture struct {
 	comp  policy.Compiler
 	pol   atomic.Pointer[policy.Policy]
 	reg   *prometheus.Registry
+	opts  Options
 	svc   *Service
 }
 
@@ -39,13 +40,22 @@ func newFixture(t tester, yaml string, opts Options) *fixture {
 	f.clk.Set(int64(time.Hour)) // not 0: a zero instant hides mistakes
 	f.store = memory.New(memory.Options{Clock: f.clk})
 	f.load(yaml)
-	opts.Policy, opts.Store, opts.Clock, opts.Registerer = f.pol.Load, f.store, f.clk, f.reg
+	f.opts = opts
+	f.svc = f.replica(f.reg, f.store)
+	return f
+}
+
+// replica is another service (a replica of tokengate) on st, the
+// fixture's policy and clock, its metrics on reg.
+func (f *fixture) replica(reg *prometheus.Registry, st store.Store) *Service {
+	f.t.Helper()
+	opts := f.opts
+	opts.Policy, opts.Store, opts.Clock, opts.Registerer = f.pol.Load, st, f.clk, reg
 	svc, err := New(opts)
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	f.svc = svc
-	return f
+	return svc
 }
 
 // load compiles and serves a policy, as watch.Publisher does.
@@ -64,16 +74,20 @@ func (f *fixture) load(yaml string) *policy.Policy {
 // is kept (cloned: the service reuses its responses).
 type conn struct {
 	f    *fixture
+	svc  *Service
 	st   *stream
 	mu   sync.Mutex
 	got  []*rlqsv3.RateLimitQuotaResponse
 	fail error
 }
 
-func (f *fixture) open() *conn {
+func (f *fixture) open() *conn { return f.openOn(f.svc) }
+
+// openOn opens a stream on svc, one of the fixture's replicas.
+func (f *fixture) openOn(svc *Service) *conn {
 	f.t.Helper()
-	c := &conn{f: f}
-	st, err := f.svc.open(context.Background(), func(r *rlqsv3.RateLimitQuotaResponse) error {
+	c := &conn{f: f, svc: svc}
+	st, err := svc.open(context.Background(), func(r *rlqsv3.RateLimitQuotaResponse) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.got = append(c.got, proto.Clone(r).(*rlqsv3.RateLimitQuotaResponse))
@@ -97,7 +111,7 @@ func (c *conn) take() []*rlqsv3.RateLimitQuotaResponse {
 
 // send answers one report and returns what the stream was sent since.
 func (c *conn) send(msg *rlqsv3.RateLimitQuotaUsageReports) ([]*rlqsv3.RateLimitQuotaResponse, error) {
-	err := c.f.svc.answer(c.st, msg)
+	err := c.svc.answer(c.st, msg)
 	return c.take(), err
 }
 
