@@ -162,22 +162,12 @@ func New(opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defDur(&opts.ReportingInterval, DefaultReportingInterval)
-	defDur(&opts.DeliverySlack, DefaultDeliverySlack)
-	defDur(&opts.AbandonAfter, DefaultAbandonAfter)
-	def(&opts.TTLIntervals, DefaultTTLIntervals)
-	def(&opts.MaxStreams, DefaultMaxStreams)
-	def(&opts.MaxBucketsPerStream, DefaultMaxBucketsPerStream)
+	orDefault(&opts.ReportingInterval, DefaultReportingInterval)
+	orDefault(&opts.DeliverySlack, DefaultDeliverySlack)
+	orDefault(&opts.AbandonAfter, DefaultAbandonAfter)
+	orDefault(&opts.TTLIntervals, DefaultTTLIntervals)
+	orDefault(&opts.MaxStreams, DefaultMaxStreams)
+	orDefault(&opts.MaxBucketsPerStream, DefaultMaxBucketsPerStream)
 	ttl := (time.Duration(opts.TTLIntervals)*opts.ReportingInterval + time.Second - 1).Truncate(time.Second)
 	return &Service{
 		opts: opts, m: newMetrics(opts.Registerer),
@@ -186,8 +176,12 @@ func New(opts Options) (*Service, error) {
 	}, nil
 }
 
-// TTL is the assignment_time_to_live of every assignment.
-func (s *Service) TTL() time.Duration { return time.Duration(s.ttl) }
+// orDefault sets *v to d when it is not positive.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
 
 // StreamRateLimitQuotas serves one Envoy's stream: every usage report is
 // answered, in one response, with an action for each of its buckets.
