@@ -73,7 +73,8 @@
 //	sum over streams s of k_s*(1 + (T+S)/F) tokens, T = ceil(TTLIntervals*I)
 //
 // are paid and not yet spent (I the reporting interval), and a replaced
-// token bucket's burst m is paid again. A rule whose capacity is below
+// token bucket's burst m is paid again; the floors of streams without
+// demand, at most a quarter of the rate together, are paid unspent. A rule whose capacity is below
 // that float for its rate gets smaller shares than its rate.
 //
 // # Operating
