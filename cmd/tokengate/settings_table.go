@@ -20,7 +20,7 @@ var settingsTable = []setting{
 		func(s *settings) *string { return &s.CandidatePolicy }),
 	opt("grpc-addr", ":8081", "gRPC listen address (ratelimit.v3, ext_authz, RLQS, health, reflection)",
 		func(s *settings) *string { return &s.GRPCAddr }),
-	opt("http-addr", ":8080", "HTTP listen address (/metrics, /healthz, /readyz, /debug/policy, /debug/candidate, /v1/check)",
+	opt("http-addr", ":8080", "HTTP listen address (/metrics, /healthz, /readyz, /debug/policy, /debug/candidate, /debug/rlqs, /v1/check)",
 		func(s *settings) *string { return &s.HTTPAddr }),
 	opt("store", "memory", "where buckets live: memory (one replica or a sidecar) or redis (quotas shared by replicas)",
 		func(s *settings) *string { return &s.Store }),

@@ -354,3 +354,27 @@ func TestLimitsAndBadReports(t *testing.T) {
 		t.Fatalf("domain swap: %v", err)
 	}
 }
+
+// TestView: /debug/rlqs counts the buckets, subscriptions and token
+// buckets of each rule, and what they lease of its rate.
+func TestView(t *testing.T) {
+	f := newFixture(t, testPolicy, Options{})
+	a, b := f.open(), f.open()
+	for _, c := range []*conn{a, b} {
+		for _, ip := range []string{"1.1.1.1", "2.2.2.2"} {
+			must(c.send(report("edge", map[string]string{"ip": ip}, 0, 1)))
+		}
+	}
+	v := f.svc.View(f.clk.Now())
+	if v.Streams != 2 || len(v.Rules) != 1 {
+		t.Fatalf("view %+v", v)
+	}
+	r := v.Rules[0]
+	if r.Rule != "per-ip" || r.Buckets != 2 || r.Subscriptions != 4 || r.TokenBuckets != 4 || r.PerFill != 5 || r.Leased > 2*5 || r.Leased < 4 {
+		t.Fatalf("rule view %+v", r)
+	}
+	f.clk.Add(3 * time.Second) // every assignment expired
+	if r := f.svc.View(f.clk.Now()).Rules[0]; r.TokenBuckets != 0 || r.Leased != 0 {
+		t.Fatalf("expired assignments shown: %+v", r)
+	}
+}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -17,7 +19,8 @@ import (
 
 // TestRLQSOnTheGRPCPort: the RLQS service is served beside ratelimit.v3,
 // through the server's codec, on the same buckets: the lease an RLQS
-// stream is assigned is what ShouldRateLimit then finds gone.
+// stream is assigned is what ShouldRateLimit then finds gone; and
+// /debug/rlqs shows it.
 func TestRLQSOnTheGRPCPort(t *testing.T) {
 	st := memory.New(memory.Options{Clock: new(clock.Fake)})
 	s := newStack(t, "domains:\n  edge:\n    - name: per-user\n      match: [{key: user}]\n      capacity: 100\n      refill: 10/s\n", st)
@@ -25,7 +28,7 @@ func TestRLQSOnTheGRPCPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serve(t, Options{RateLimit: s.doors.RateLimit(s.svc), RateLimitQuota: quotas, Metrics: s.m, Gatherer: s.reg, Policy: s.policy, Logger: s.log})
+	srv := serve(t, Options{RateLimit: s.doors.RateLimit(s.svc), RateLimitQuota: quotas, RateLimitQuotaView: quotas.Handler(), Metrics: s.m, Gatherer: s.reg, Policy: s.policy, Logger: s.log})
 	cc, err := grpc.NewClient(srv.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -54,5 +57,14 @@ func TestRLQSOnTheGRPCPort(t *testing.T) {
 	}})
 	if err != nil || rl.GetStatuses()[0].GetLimitRemaining() != 100-33-1 {
 		t.Fatalf("ShouldRateLimit after the lease: %v, %v (want %d left)", rl, err, 100-33-1)
+	}
+	res, err := http.Get("http://" + srv.HTTPAddr().String() + "/debug/rlqs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var v rlqs.View
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || v.Streams != 1 || len(v.Rules) != 1 || v.Rules[0].Leased != 10 {
+		t.Fatalf("/debug/rlqs: %+v, %v", v, err)
 	}
 }

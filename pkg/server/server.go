@@ -3,7 +3,8 @@
 // RateLimitQuotaService,
 // grpc.health.v1 and server reflection) and HTTP (/metrics, /healthz,
 // /readyz, /debug/policy, envoyproxy/ratelimit's /healthcheck and /json,
-// when given a candidate policy /debug/candidate, when given forward-auth
+// when given a candidate policy /debug/candidate, when given RLQS
+// /debug/rlqs, when given forward-auth
 // /v1/check and, when asked, /debug/pprof/), and when asked a debug
 // listener (/rlconfig, pprof) and a metrics listener (sidelisteners.go).
 // Serve runs until its context ends, then drains: health turns
@@ -55,6 +56,9 @@ type Options struct {
 	// envoy.service.rate_limit_quota.v3.RateLimitQuotaService (Envoy's
 	// rate_limit_quota filter, pkg/rlqs) on the gRPC port too.
 	RateLimitQuota rlqsv3.RateLimitQuotaServiceServer
+	// RateLimitQuotaView, when set, serves /debug/rlqs: the assignments
+	// held now (rlqs.Service.Handler).
+	RateLimitQuotaView http.Handler
 	// ForwardAuth, when set, serves HTTP forward-auth at /v1/check (any
 	// method) on the HTTP port.
 	ForwardAuth http.Handler
