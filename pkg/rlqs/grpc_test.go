@@ -3,6 +3,7 @@ package rlqs
 import (
 	"context"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/tokengate/tokengate/internal/poll"
 )
@@ -124,5 +127,49 @@ func drain(inbox chan *rlqsv3.RateLimitQuotaResponse) []*rlqsv3.RateLimitQuotaRe
 		default:
 			return got
 		}
+	}
+}
+
+// TestStreamsEndWithRun: once Run's context ends (shutdown), every open
+// stream ends with Unavailable, so that a graceful stop does not wait for
+// streams Envoy never closes.
+func TestStreamsEndWithRun(t *testing.T) {
+	f := newFixture(t, testPolicy, Options{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rlqsv3.RegisterRateLimitQuotaServiceServer(srv, f.svc)
+	go srv.Serve(lis)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	run, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { f.svc.Run(run, time.Hour); close(ran) }()
+	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(cc).StreamRateLimitQuotas(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(report("edge", map[string]string{"ip": "1.2.3.4"}, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	<-ran
+	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("after shutdown: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("GracefulStop waits for RLQS streams")
 	}
 }

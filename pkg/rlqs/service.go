@@ -76,6 +76,7 @@ type Service struct {
 	mu       sync.Mutex
 	pol      *policy.Policy
 	ord      *orders
+	stopping chan struct{} // closed when Run ends
 	streams  map[*stream]struct{}
 	buckets  map[string]*shared
 	counters map[[2]string]*ruleCounters
@@ -172,7 +173,8 @@ func New(opts Options) (*Service, error) {
 	return &Service{
 		opts: opts, m: newMetrics(opts.Registerer),
 		ttl: int64(ttl), ahead: int64(ttl + opts.DeliverySlack),
-		streams: make(map[*stream]struct{}), buckets: make(map[string]*shared), counters: make(map[[2]string]*ruleCounters),
+		stopping: make(chan struct{}),
+		streams:  make(map[*stream]struct{}), buckets: make(map[string]*shared), counters: make(map[[2]string]*ruleCounters),
 	}, nil
 }
 
@@ -184,23 +186,45 @@ func orDefault[T int | time.Duration](v *T, d T) {
 }
 
 // StreamRateLimitQuotas serves one Envoy's stream: every usage report is
-// answered, in one response, with an action for each of its buckets.
+// answered, in one response, with an action for each of its buckets. It
+// ends with Unavailable once Run's context ends (shutdown), so that a
+// drain does not wait for streams that never end: Envoy keeps its
+// assignments until their TTL and opens its stream again, to another
+// replica.
 func (s *Service) StreamRateLimitQuotas(gs rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	st, err := s.open(gs.Context(), gs.Send)
 	if err != nil {
 		return err
 	}
 	defer s.close(st)
+	msgs, errs := make(chan *rlqsv3.RateLimitQuotaUsageReports), make(chan error, 1)
+	go func() {
+		for {
+			msg, err := gs.Recv()
+			if err != nil {
+				errs <- err
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-gs.Context().Done():
+				return
+			}
+		}
+	}()
 	for {
-		msg, err := gs.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
+		select {
+		case <-s.stopping:
+			return status.Error(codes.Unavailable, "rlqs: tokengate is shutting down; report again on a new stream")
+		case err := <-errs:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			return err
-		}
-		if err := s.answer(st, msg); err != nil {
-			return err
+		case msg := <-msgs:
+			if err := s.answer(st, msg); err != nil {
+				return err
+			}
 		}
 	}
 }

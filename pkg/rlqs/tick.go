@@ -32,13 +32,15 @@ func (s *Service) Tick(now int64) {
 	s.push(gone)
 }
 
-// Run calls Tick every interval until ctx ends.
+// Run calls Tick every interval until ctx ends, and then ends every
+// stream (StreamRateLimitQuotas). Call it once.
 func (s *Service) Run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			close(s.stopping)
 			return
 		case <-t.C:
 			s.Tick(s.opts.Clock.Now())
