@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,5 +36,19 @@ func TestRLQSSettingsCheck(t *testing.T) {
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: %v, want %q", tc.r, err, tc.want)
 		}
+	}
+}
+
+// TestValidateRLQSReach: validate says which rule RLQS cannot reach as a
+// descriptor does.
+func TestValidateRLQSReach(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	writeErr := os.WriteFile(file, []byte("domains:\n  edge:\n    - {name: ab, match: [{key: a}, {key: b}], capacity: 1, refill: 1/s}\n    - {name: ba, match: [{key: b}, {key: a}], capacity: 1, refill: 1/s}\n"), 0o644)
+	if writeErr != nil {
+		t.Fatal(writeErr)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"validate", file}, &out, &errOut); code != 0 || !strings.Contains(out.String(), `rlqs: domain "edge" rule "ba"`) || !strings.Contains(out.String(), "no BucketId reaches it") {
+		t.Fatalf("exit %d, %q, %q", code, out.String(), errOut.String())
 	}
 }

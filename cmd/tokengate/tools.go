@@ -31,7 +31,20 @@ func validate(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return policy.ValidateFiles(stdout, path, files)
+	if err := policy.ValidateFiles(stdout, path, files); err != nil {
+		return err
+	}
+	// What RLQS, whose BucketIds have no order, meets differently.
+	p, err := policy.ParseFiles(path, files)
+	if err != nil {
+		return err
+	}
+	for _, note := range rlqs.Reach(p) {
+		if _, err := fmt.Fprintln(stdout, note); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readPolicy compiles the policy file or directory at path, in either

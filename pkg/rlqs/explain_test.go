@@ -27,3 +27,30 @@ func TestExplain(t *testing.T) {
 		t.Error("an empty bucket id explained")
 	}
 }
+
+func TestReach(t *testing.T) {
+	f := newFixture(t, `domains:
+  edge:
+    - {name: ab, match: [{key: a}, {key: b}], capacity: 1, refill: 1/s}
+    - {name: ba, match: [{key: b}, {key: a}], capacity: 1, refill: 1/s}
+    - {name: xy, match: [{key: x, value: "1"}, {key: y}], capacity: 1, refill: 1/s}
+    - {name: yx, match: [{key: y}, {key: x}], capacity: 1, refill: 1/s}
+    - {name: c, match: [{key: c}], capacity: 1, refill: 1/s}
+`, Options{})
+	got := strings.Join(Reach(f.pol.Load()), "\n")
+	for _, want := range []string{
+		`rule "ba" (policy.yaml:4): no BucketId reaches it: rule "ab" has its keys in another order and takes any value`,
+		`rule "yx" (policy.yaml:6): a BucketId rule "xy" (its keys in another order) accepts meets that rule first`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Reach: %s\nwant %s", got, want)
+		}
+	}
+	if n := len(Reach(f.pol.Load())); n != 2 {
+		t.Errorf("%d notes: %s", n, got)
+	}
+	// testPolicy's per-path-user is met only where per-user refuses.
+	if notes := Reach(newFixture(t, testPolicy, Options{}).pol.Load()); len(notes) != 1 || !strings.Contains(notes[0], `rule "per-path-user" (policy.yaml:8): a BucketId rule "per-user"`) {
+		t.Errorf("notes for testPolicy: %v", notes)
+	}
+}
