@@ -35,11 +35,21 @@ func (r rlqsSettings) check() error {
 // and drops silent subscriptions (rlqs.Service.Tick).
 const rlqsTick = 100 * time.Millisecond
 
+// rlqsRedisConcurrency is how many of a report's buckets are decided at
+// once on the Redis store, whose batching merges them into few calls
+// (BenchmarkReportsRedis: Redis CPU a usage 48 µs one at a time, 14 µs 64
+// at once). The memory store decides them one at a time.
+const rlqsRedisConcurrency = 64
+
 // startRLQS is the RLQS service (Envoy's rate_limit_quota filter) on the
 // live policy and store, ticking until ctx ends.
 func startRLQS(ctx context.Context, s settings, current func() *policy.Policy, st store.Store, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*rlqs.Service, error) {
+	concurrency := 1
+	if s.Store == "redis" {
+		concurrency = rlqsRedisConcurrency
+	}
 	svc, err := rlqs.New(rlqs.Options{
-		Policy: current, Store: st, Registerer: reg, Clock: clk, Logger: log,
+		Policy: current, Store: st, Registerer: reg, Clock: clk, Logger: log, Concurrency: concurrency,
 		ReportingInterval: s.RLQS.ReportingInterval, MaxStreams: s.RLQS.MaxStreams, MaxBucketsPerStream: s.RLQS.MaxBucketsPerStream,
 	})
 	if err != nil {

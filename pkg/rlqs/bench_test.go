@@ -11,6 +11,7 @@ import (
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
@@ -48,9 +49,20 @@ func BenchmarkReports(b *testing.B) {
 }
 
 func benchmarkReports(b *testing.B, send func(*rlqsv3.RateLimitQuotaResponse) error) {
+	benchmarkReportsOn(b, Options{}, nil, send, func() {}, func(int) {})
+}
+
+// benchmarkReportsOn is BenchmarkReports on the store newStore makes (the
+// fixture's memory store when nil); started and done are called around
+// the measured reports, done with the usages reported.
+func benchmarkReportsOn(b *testing.B, opts Options, newStore func(*clock.Fake) store.Store, send func(*rlqsv3.RateLimitQuotaResponse) error, started func(), done func(usages int)) {
 	const streams, buckets = 10, 1000
-	f := newFixture(b, "domains:\n  edge:\n    - name: per-user\n      match: [{key: user}]\n      capacity: 100000\n      refill: 10000/s\n", Options{})
-	counted := &countingStore{Store: f.store}
+	f := newFixture(b, "domains:\n  edge:\n    - name: per-user\n      match: [{key: user}]\n      capacity: 100000\n      refill: 10000/s\n", opts)
+	st := f.store
+	if newStore != nil {
+		st = newStore(f.clk)
+	}
+	counted := &countingStore{Store: st}
 	f.svc.opts.Store = counted
 	msgs := make([]*rlqsv3.RateLimitQuotaUsageReports, streams)
 	conns := make([]*stream, streams)
@@ -83,6 +95,7 @@ func benchmarkReports(b *testing.B, send func(*rlqsv3.RateLimitQuotaResponse) er
 	}
 	counted.calls.Store(0)
 	b.ReportAllocs()
+	started()
 	cpu0 := cpuTime(b)
 	b.ResetTimer()
 	for i := range b.N {
@@ -90,6 +103,7 @@ func benchmarkReports(b *testing.B, send func(*rlqsv3.RateLimitQuotaResponse) er
 	}
 	b.StopTimer()
 	cpu := cpuTime(b) - cpu0
+	done(b.N * buckets)
 	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/message")
 	b.ReportMetric(float64(cpu)/float64(b.N*buckets), "cpu-ns/assignment")
 	b.ReportMetric(float64(counted.calls.Load())/float64(b.N*buckets), "store-calls/usage")

@@ -21,6 +21,7 @@ type boundRun struct {
 	envoys              []boundEnvoy
 	noAssignAllow       bool
 	replicas            int // tokengate replicas on one store, the Envoys spread over them
+	concurrency         int // Options.Concurrency
 	// stores, when set, makes the replicas' stores (one each, on one
 	// backend); otherwise they share the fixture's memory store.
 	stores func(t tester, clk *clock.Fake, n int) []store.Store
@@ -43,7 +44,7 @@ const boundStep = 10 * time.Millisecond
 // under assignments was paid for by leases before. It returns the requests allowed and the bound at the end.
 func (r boundRun) simulate(t tester) (allowed, bound int64) {
 	policy := fmt.Sprintf("domains:\n  edge:\n    - name: per-user\n      match: [{key: user}]\n      capacity: %d\n      refill: %d/s\n", r.capacity, r.perSecond)
-	f := newFixture(t, policy, Options{ReportingInterval: time.Second})
+	f := newFixture(t, policy, Options{ReportingInterval: time.Second, Concurrency: r.concurrency})
 	var replicas []*Service
 	if r.stores == nil {
 		replicas = append(replicas, f.svc)
@@ -126,6 +127,7 @@ func TestBoundSimulated(t *testing.T) {
 			perSecond:     rapid.Int64Range(1, 200).Draw(t, "perSecond"),
 			noAssignAllow: rapid.Bool().Draw(t, "noAssignAllow"),
 			replicas:      rapid.IntRange(1, 3).Draw(t, "replicas"),
+			concurrency:   rapid.IntRange(1, 4).Draw(t, "concurrency"),
 		}
 		for i := range rapid.IntRange(1, 4).Draw(t, "envoys") {
 			r.envoys = append(r.envoys, boundEnvoy{

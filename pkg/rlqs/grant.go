@@ -14,6 +14,8 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -51,9 +53,35 @@ func (s *Service) report(sb *sub, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 	sb.used = satAdd(sb.used, allowed)
 	s.chargeOverage(sh, sb, now)
 	a := s.grant(sh, sb, now)
-	sb.st.pushes = append(sb.st.pushes, sh.pushes...)
-	sh.pushes = sh.pushes[:0]
+	if len(sh.pushes) > 0 {
+		sb.st.pushMu.Lock()
+		sb.st.pushes = append(sb.st.pushes, sh.pushes...)
+		sb.st.pushMu.Unlock()
+		sh.pushes = sh.pushes[:0]
+	}
 	return a
+}
+
+// reportAll answers each usage of a message in st.resp, at the same
+// index, Options.Concurrency of them at once (st.sendMu).
+func (s *Service) reportAll(st *stream, usages []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, now int64) {
+	workers := min(s.opts.Concurrency, len(usages))
+	if workers <= 1 {
+		for i, u := range usages {
+			st.resp.BucketAction[i] = s.report(st.order[i], u, now)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(usages); i = int(next.Add(1) - 1) {
+				st.resp.BucketAction[i] = s.report(st.order[i], usages[i], now)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // demand is a report's requests per reporting interval: elapsed since the

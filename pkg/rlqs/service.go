@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,11 @@ type Options struct {
 	// AbandonAfter is how long a bucket may go without a request (allowed
 	// or denied) before it is abandoned and forgotten [30s].
 	AbandonAfter time.Duration
+	// Concurrency is how many of a message's buckets are decided at once
+	// [1]: with a store of round trips (Redis), whose batching merges
+	// concurrent decisions into one call, a message of many buckets then
+	// costs a few calls instead of one per bucket.
+	Concurrency int
 	// MaxStreams is the most streams this replica holds open at once
 	// [1024]; MaxBucketsPerStream the most buckets one stream subscribes,
 	// and so reports in one message [10000].
@@ -93,7 +99,8 @@ type stream struct {
 	domain string          // Service.mu; "" until the first message
 	subs   map[string]*sub // by canonical BucketId; Service.mu
 	order  []*sub          // scratch of the message being answered (sendMu)
-	pushes []pending       // actions for other streams it caused (sendMu)
+	pushes []pending       // actions for other streams it caused (sendMu, pushMu)
+	pushMu sync.Mutex      // pushes, while a message's buckets are decided at once
 	buf    []byte          // scratch for canonical ids (sendMu)
 	closed bool            // Service.mu
 }
@@ -167,6 +174,7 @@ func New(opts Options) (*Service, error) {
 	orDefault(&opts.DeliverySlack, DefaultDeliverySlack)
 	orDefault(&opts.AbandonAfter, DefaultAbandonAfter)
 	orDefault(&opts.TTLIntervals, DefaultTTLIntervals)
+	orDefault(&opts.Concurrency, 1)
 	orDefault(&opts.MaxStreams, DefaultMaxStreams)
 	orDefault(&opts.MaxBucketsPerStream, DefaultMaxBucketsPerStream)
 	ttl := (time.Duration(opts.TTLIntervals)*opts.ReportingInterval + time.Second - 1).Truncate(time.Second)
@@ -277,10 +285,8 @@ func (s *Service) answer(st *stream, msg *rlqsv3.RateLimitQuotaUsageReports) err
 		st.sendMu.Unlock()
 		return err
 	}
-	st.resp.BucketAction = st.resp.BucketAction[:0]
-	for i, u := range usages {
-		st.resp.BucketAction = append(st.resp.BucketAction, s.report(st.order[i], u, now))
-	}
+	st.resp.BucketAction = slices.Grow(st.resp.BucketAction[:0], len(usages))[:len(usages)]
+	s.reportAll(st, usages, now)
 	clear(st.order)
 	err := st.send(&st.resp)
 	pushes := st.pushes

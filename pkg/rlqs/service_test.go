@@ -2,7 +2,9 @@ package rlqs
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -376,5 +378,51 @@ func TestView(t *testing.T) {
 	f.clk.Add(3 * time.Second) // every assignment expired
 	if r := f.svc.View(f.clk.Now()).Rules[0]; r.TokenBuckets != 0 || r.Leased != 0 {
 		t.Fatalf("expired assignments shown: %+v", r)
+	}
+}
+
+// TestConcurrentStreams (run with -race): streams reporting overlapping
+// buckets at once, each message decided Concurrency buckets at a time,
+// while ticks and policy changes push to them, neither race nor wait on
+// each other.
+func TestConcurrentStreams(t *testing.T) {
+	f := newFixture(t, testPolicy, Options{Concurrency: 4})
+	conns := make([]*conn, 4)
+	for i := range conns {
+		conns[i] = f.open()
+	}
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Go(func() {
+			for n := range 20 {
+				msg := &rlqsv3.RateLimitQuotaUsageReports{Domain: "edge"}
+				for u := range 50 {
+					msg.BucketQuotaUsages = append(msg.BucketQuotaUsages, report("", map[string]string{"ip": fmt.Sprint((u + i*10) % 60)}, uint64(n%3), 1).BucketQuotaUsages...)
+				}
+				if _, err := c.send(msg); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for n := range 20 {
+			f.clk.Add(100 * time.Millisecond)
+			if n == 10 {
+				f.load(strings.Replace(testPolicy, "capacity: 50\n      refill: 5/s", "capacity: 60\n      refill: 6/s", 1))
+			}
+			f.svc.Tick(f.clk.Now())
+		}
+	})
+	wg.Wait()
+	v := f.svc.View(f.clk.Now())
+	if v.Streams != 4 || len(v.Rules) != 1 || v.Rules[0].Buckets != 60 || v.Rules[0].PerFill != 6 {
+		t.Fatalf("view after the storm: %+v", v)
+	}
+	for _, r := range v.Rules {
+		if r.Leased > int64(r.Buckets)*r.PerFill {
+			t.Fatalf("leased %d per fill over %d buckets of %d", r.Leased, r.Buckets, r.PerFill)
+		}
 	}
 }

@@ -151,6 +151,10 @@ func (s *Service) syncPolicy(now int64) {
 		s.mu.Unlock()
 		return
 	}
+	// The new policy's subscriptions share new buckets (its rules and
+	// fills), also where a bucket's key is the same: the old ones go
+	// with their last subscription.
+	s.buckets = make(map[string]*shared, len(s.buckets))
 	var moved []*sub
 	for st := range s.streams {
 		for k, old := range st.subs {
