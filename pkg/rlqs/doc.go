@@ -92,5 +92,8 @@
 //
 // A Service is safe for concurrent use; its locks and their order are in
 // Service's comment. Store calls are made under one bucket's lock only,
-// so different buckets are decided in parallel.
+// so different buckets are decided in parallel: those of different
+// streams, and with Options.Concurrency those of one message, which lets
+// the Redis store batch them. Run ends every stream when its context
+// ends.
 package rlqs

@@ -93,7 +93,8 @@ func (s *Service) demand(allowed, denied uint64, elapsed int64) int64 {
 		elapsed = int64(interval) // a first report, or one late: as counted
 	}
 	hi, lo := bits.Mul64(n, interval)
-	q, _ := bits.Div64(hi, lo, uint64(elapsed)) // hi < 2^41 < elapsed
+	// n < 2^41 and interval <= 1h < 2^42 (New), so hi < 2^19 < 1ms <= elapsed.
+	q, _ := bits.Div64(hi, lo, uint64(elapsed))
 	return int64(min(q, maxWeight))
 }
 

@@ -3,6 +3,7 @@ package rlqs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -40,10 +41,10 @@ type Options struct {
 	Logger     *slog.Logger // [slog.Default()]
 
 	// ReportingInterval is the reporting_interval of the Envoys' filters
-	// [1s]. An assignment lives TTLIntervals of them [2], rounded up to
-	// whole seconds (Envoy reads only the seconds), and its lease is paid
-	// that long ahead plus DeliverySlack [250ms], the longest a response
-	// may take to reach Envoy without any overshoot.
+	// [1s], at most an hour. An assignment lives TTLIntervals of them [2],
+	// rounded up to whole seconds (Envoy reads only the seconds), and its
+	// lease is paid that long ahead plus DeliverySlack [250ms], the
+	// longest a response may take to reach Envoy without any overshoot.
 	ReportingInterval time.Duration
 	TTLIntervals      int
 	DeliverySlack     time.Duration
@@ -171,6 +172,9 @@ func New(opts Options) (*Service, error) {
 		opts.Logger = slog.Default()
 	}
 	orDefault(&opts.ReportingInterval, DefaultReportingInterval)
+	if opts.ReportingInterval > time.Hour {
+		return nil, fmt.Errorf("rlqs: reporting interval %v: at most 1h", opts.ReportingInterval)
+	}
 	orDefault(&opts.DeliverySlack, DefaultDeliverySlack)
 	orDefault(&opts.AbandonAfter, DefaultAbandonAfter)
 	orDefault(&opts.TTLIntervals, DefaultTTLIntervals)

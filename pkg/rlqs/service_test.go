@@ -426,3 +426,15 @@ func TestConcurrentStreams(t *testing.T) {
 		}
 	}
 }
+
+func TestNewRefuses(t *testing.T) {
+	f := newFixture(t, testPolicy, Options{})
+	for _, opts := range []Options{
+		{},
+		{Policy: f.pol.Load, Store: f.store, Registerer: f.reg, ReportingInterval: 2 * time.Hour},
+	} {
+		if _, err := New(opts); err == nil {
+			t.Errorf("New(%+v) made a service", opts)
+		}
+	}
+}
