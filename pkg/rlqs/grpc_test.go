@@ -29,19 +29,8 @@ import (
 func TestTwoEnvoysOverGRPC(t *testing.T) {
 	const capacity, perSecond = 200, 50
 	f := newFixture(t, "domains:\n  edge:\n    - name: per-user\n      match: [{key: user}]\n      capacity: 200\n      refill: 50/s\n", Options{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	rlqsv3.RegisterRateLimitQuotaServiceServer(srv, f.svc)
-	go srv.Serve(lis)
+	srv, cc := serveGRPC(t, f.svc)
 	defer srv.Stop()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -135,18 +124,7 @@ func drain(inbox chan *rlqsv3.RateLimitQuotaResponse) []*rlqsv3.RateLimitQuotaRe
 // streams Envoy never closes.
 func TestStreamsEndWithRun(t *testing.T) {
 	f := newFixture(t, testPolicy, Options{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	rlqsv3.RegisterRateLimitQuotaServiceServer(srv, f.svc)
-	go srv.Serve(lis)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	srv, cc := serveGRPC(t, f.svc)
 	run, stop := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { f.svc.Run(run, time.Hour); close(ran) }()
@@ -172,4 +150,23 @@ func TestStreamsEndWithRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("GracefulStop waits for RLQS streams")
 	}
+}
+
+// serveGRPC serves svc over gRPC on 127.0.0.1 and returns the server and
+// a client connection to it, closed when the test ends.
+func serveGRPC(t *testing.T, svc *Service) (*grpc.Server, *grpc.ClientConn) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rlqsv3.RegisterRateLimitQuotaServiceServer(srv, svc)
+	go srv.Serve(lis)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return srv, cc
 }
