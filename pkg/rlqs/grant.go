@@ -126,8 +126,9 @@ func (s *Service) chargeOverage(sh *shared, sb *sub, now int64) {
 	_, err := s.decide(sb.st.ctx, sh, store.Report, over, now)
 	switch {
 	case errors.Is(err, store.ErrInvalid):
-		// A store that cannot take reports (Redis, for now): what
-		// Envoy spent beyond its leases is forgiven, and said so.
+		// A store that cannot take reports (the Redis store before it
+		// decided post-paid items): what Envoy spent beyond its leases
+		// is forgiven, and said so.
 		s.m.storeErrors.Inc()
 		sb.c.forgiven.Add(float64(over) * float64(sh.fill.unit))
 	case err != nil:
