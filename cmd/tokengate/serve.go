@@ -104,9 +104,13 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	if err != nil {
 		return err
 	}
+	quotas, err := startRLQS(ctx, s, current, st.store, reg, clk, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
-		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
+		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(), RateLimitQuota: quotas, RateLimitQuotaView: quotas.Handler(),
 		Policy: current, Candidate: cand.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: allReady(src.ready, st.ready), TLS: grpcTLS,
 		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log, Clock: clk, GRPCMaxRecvBytes: s.GRPCMaxRecvBytes,
 		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),

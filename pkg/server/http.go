@@ -83,6 +83,9 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /healthcheck", s.healthcheck)
 	mux.HandleFunc("/json", s.jsonRateLimit)
 	mux.HandleFunc("GET /debug/policy", s.debugPolicy)
+	if s.opts.RateLimitQuotaView != nil {
+		mux.Handle("GET /debug/rlqs", s.opts.RateLimitQuotaView)
+	}
 	if s.opts.Candidate != nil {
 		mux.Handle("GET /debug/candidate", s.opts.Candidate)
 	}
