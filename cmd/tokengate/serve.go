@@ -201,9 +201,9 @@ var errReserveRedis = errors.New("reserve: reservations need --store memory for 
 // reserve rule is refused as an invalid one is, so that tokengate does not
 // start with it and a reload to it keeps the last good policy.
 func newCompiler(s settings) *policy.Compiler {
-	mode, _ := s.storeErrorMode()                     // checked with the settings
-	prepaid, _ := referencePrepaid(s.ReferenceCharge) // checked with the settings
-	c := &policy.Compiler{OnStoreError: &mode, ReferencePrepaid: prepaid}
+	mode, _ := s.storeErrorMode()                   // checked with the settings
+	charge, _ := referenceCharge(s.ReferenceCharge) // checked with the settings
+	c := &policy.Compiler{OnStoreError: &mode, ReferenceCharge: charge}
 	if s.Store == "redis" {
 		c.Unsupported = func(r *policy.Rule) error {
 			if r.Reserves() {

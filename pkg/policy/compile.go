@@ -21,21 +21,21 @@ type Compiler struct {
 	// none, in either format (serve's --on-store-error); nil is
 	// DefaultStoreErrorMode. Set it before the first Compile.
 	OnStoreError *StoreErrorMode
-	// ReferencePrepaid charges the rules of envoyproxy/ratelimit's files
-	// (and xDS) before the request, so that a refused request charges
-	// nothing (charge: before_request), as the reference's
-	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is read here. By
-	// default they charge every hit (charge: every_hit, max_debt one
-	// window's requests_per_unit), as the reference counts. Set it before
-	// the first Compile.
-	ReferencePrepaid bool
-	lastID           atomic.Uint64
+	// ReferenceCharge, when set, is how the rules of envoyproxy/ratelimit's
+	// files (and xDS) charge: StopWhenOver as the reference counts with
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (only the descriptors
+	// that go over are counted), BeforeRequest so that a refused request
+	// charges nothing at all. Nil is every hit (charge: every_hit), as the
+	// reference counts by default; either way max_debt is one window's
+	// requests_per_unit. Set it before the first Compile.
+	ReferenceCharge *Charge
+	lastID          atomic.Uint64
 }
 
 // referenceCharge is how the rules of reference files are charged.
 func (c *Compiler) referenceCharge() Charge {
-	if c.ReferencePrepaid {
-		return BeforeRequest
+	if c.ReferenceCharge != nil {
+		return *c.ReferenceCharge
 	}
 	return EveryHit
 }

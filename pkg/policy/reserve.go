@@ -42,7 +42,7 @@ func (r *reader) reserve(rule *Rule, f map[string]*yaml.Node, a at, paramsOK boo
 		return
 	}
 	switch {
-	case !rule.PostPaid():
+	case rule.Charge != AfterResponse:
 		r.fail(n, a, "reserve", errors.New("only with charge: after_response (a rule charged before the request charges its cost at once)"))
 		return
 	case rule.Shadow:
