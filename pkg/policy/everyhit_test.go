@@ -161,40 +161,33 @@ func TestNativeYAMLEveryHit(t *testing.T) {
 	}
 }
 
-const stopWhenOverPolicy = `domains:
-  llm:
-    - name: tokens
-      match: [{key: user_id}]
-      capacity: 1000
-      refill: 1000/h
-      charge: stop_when_over
-      cost: 2
-      max_debt: 300
-`
+// stopWhenOverPolicy is everyHitPolicy charged stop_when_over.
+var stopWhenOverPolicy = strings.ReplaceAll(everyHitPolicy, "every_hit", "stop_when_over")
 
 // TestParseStopWhenOver: charge: stop_when_over reads a cost and a
 // max_debt, refuses max_cost and reserve, is counted by the summary and
 // explained.
 func TestParseStopWhenOver(t *testing.T) {
 	p := mustParse(t, stopWhenOverPolicy)
-	r := p.Rule("llm", "tokens")
-	if r.Charge != StopWhenOver || !r.PostPaid() || r.Version.Params.MaxDebt() != 300 || r.Cost != 2 || r.MaxCost != 0 {
+	r := p.Rule("llm", "shared")
+	if r.Charge != StopWhenOver || !r.PostPaid() || r.Version.Params.MaxDebt() != 7 || r.Cost != 2 || r.MaxCost != 0 {
 		t.Fatalf("charge %v, max_debt %d, cost %d, max_cost %d", r.Charge, r.Version.Params.MaxDebt(), r.Cost, r.MaxCost)
 	}
-	if got := p.Summary(); !strings.Contains(got, "llm: 1 rule (1 stop_when_over)") {
+	if got := p.Summary(); !strings.Contains(got, "llm: 2 rules (2 stop_when_over)") {
 		t.Errorf("summary %q", got)
 	}
-	out := p.Explain("llm", entries("user_id", "a")).String()
-	for _, w := range []string{"capacity 1000, refill 1000/h, cost 2, charge stop_when_over, max_debt 300", "only the\n  descriptors that do not fit are charged"} {
+	out := p.Explain("llm", entries("team", "a")).String()
+	for _, w := range []string{"capacity 10, refill 1/s, cost 2, charge stop_when_over, max_debt 7", "only the\n  descriptors that do not fit are charged"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("explain:\n%s\nlacks: %s", out, w)
 		}
 	}
 	for _, c := range []struct{ add, want string }{
-		{"      max_cost: 5\n", `policy.yaml:10: domain "llm" rule "tokens": max_cost: not allowed with charge: stop_when_over`},
-		{"      reserve: 5\n", `policy.yaml:10: domain "llm" rule "tokens": reserve: only with charge: after_response`},
+		{"      max_cost: 5\n", `policy.yaml:14: domain "llm" rule "shared": max_cost: not allowed with charge: stop_when_over`},
+		{"      reserve: 5\n", `policy.yaml:14: domain "llm" rule "shared": reserve: only with charge: after_response`},
 	} {
-		if _, err := Parse("policy.yaml", []byte(stopWhenOverPolicy+c.add)); err == nil || !strings.Contains(err.Error(), c.want) {
+		bad := strings.Replace(stopWhenOverPolicy, "      cost: 2\n", "      cost: 2\n"+c.add, 1)
+		if _, err := Parse("policy.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.add, err, c.want)
 		}
 	}

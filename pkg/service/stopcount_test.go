@@ -6,6 +6,7 @@ package service
 // replay (the rapid model: everyhit_test.go).
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +14,13 @@ import (
 
 	"github.com/tokengate/tokengate/pkg/policy"
 )
+
+// stopHourly is a reference file of domain with a limit an hour on each of
+// two keys, its rules charge: stop_when_over.
+func stopHourly(t *testing.T, domain, k1 string, n1 int, k2 string, n2 int) *policy.Policy {
+	return compileReference(t, fmt.Sprintf("domain: %s\ndescriptors:\n  - key: %s\n    rate_limit: {unit: hour, requests_per_unit: %d}\n  - key: %s\n    rate_limit: {unit: hour, requests_per_unit: %d}\n",
+		domain, k1, n1, k2, n2), new(policy.StopWhenOver))
+}
 
 // TestStopWhenOverIssueTable: with the variable true the reference still
 // counts the descriptor that goes over, so the issue's three calls end as
@@ -38,13 +46,7 @@ func TestStopWhenOverIssueTable(t *testing.T) {
 // then 2 more fit key4 (13+2 = 15) but not key5: only key5 is counted (to
 // 15, over), key4 answers OK with its 2 left, uncharged.
 func TestStopWhenOverReferenceSequence(t *testing.T) {
-	f := newCompatFixture(t, compileReference(t, `domain: domain
-descriptors:
-  - key: key4
-    rate_limit: {unit: hour, requests_per_unit: 15}
-  - key: key5
-    rate_limit: {unit: hour, requests_per_unit: 14}
-`, new(policy.StopWhenOver)))
+	f := newCompatFixture(t, stopHourly(t, "domain", "key4", 15, "key5", 14))
 	k4, k5 := descr("key4", "value4"), descr("key5", "value5")
 	f.expect("to 10", f.call("domain", hits(k4, 10), hits(k5, 10)), ok, want{ok, 15, hour, 5, ""}, want{ok, 14, hour, 4, ""})
 	f.expect("hits 1", f.call("domain", hits(k4, 1), hits(k5, 1)), ok, want{ok, 15, hour, 4, ""}, want{ok, 14, hour, 3, ""})
@@ -60,13 +62,7 @@ descriptors:
 // reference's check is over and stops the other key's increment; a hit
 // that does not fit beside it is counted.
 func TestStopWhenOverMixed(t *testing.T) {
-	f := newCompatFixture(t, compileReference(t, `domain: llm
-descriptors:
-  - key: user_id
-    rate_limit: {unit: hour, requests_per_unit: 1000}
-  - key: model
-    rate_limit: {unit: hour, requests_per_unit: 10}
-`, new(policy.StopWhenOver)))
+	f := newCompatFixture(t, stopHourly(t, "llm", "user_id", 1000, "model", 10))
 	u, m := descr("user_id", "u"), descr("model", "m")
 	f.expect("user over", f.call("llm", hits(u, 1500)), over, want{over, 1000, hour, 0, ""})
 	f.expect("check and hit", f.call("llm", hits(u, 0), hits(m, 4)), over, want{over, 1000, hour, 0, ""}, want{ok, 10, hour, 10, ""})
