@@ -173,7 +173,7 @@ func compatAssign(e *compatEnv) []assignment {
 		set("shadow-all", "true", "SHADOW_MODE")
 	}
 	if e.bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") {
-		set("reference-charge", policy.BeforeRequest.String(), "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
+		set("reference-charge", policy.StopWhenOver.String(), "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
 	}
 	if e.bool("LIMIT_RESPONSE_HEADERS_ENABLED") {
 		set("limit-headers", strings.Join([]string{e.get("LIMIT_LIMIT_HEADER"), e.get("LIMIT_REMAINING_HEADER"), e.get("LIMIT_RESET_HEADER")}, ","),

@@ -77,7 +77,7 @@ func TestCompatEnvMapping(t *testing.T) {
 		{"prometheus address without USE_PROMETHEUS", []string{subdir, "PROMETHEUS_ADDR=:19001"}, nil, []string{"metrics-addr"}},
 		{"statsd off", []string{subdir, "USE_STATSD=false"}, nil, nil},
 		{"shadow", []string{subdir, "SHADOW_MODE=true"}, map[string]string{"shadow-all": "true"}, nil},
-		{"stop counting refused hits", []string{subdir, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"}, map[string]string{"reference-charge": "before_request"}, nil},
+		{"stop counting refused hits", []string{subdir, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"}, map[string]string{"reference-charge": "stop_when_over"}, nil},
 		{"count every hit", []string{subdir, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false"}, nil, []string{"reference-charge"}},
 		{"headers", []string{subdir, "LIMIT_RESPONSE_HEADERS_ENABLED=true"}, map[string]string{"limit-headers": "RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset"}, nil},
 		{"headers named", []string{subdir, "LIMIT_RESPONSE_HEADERS_ENABLED=true", "LIMIT_LIMIT_HEADER=X-RateLimit-Limit", "LIMIT_REMAINING_HEADER=X-RateLimit-Remaining", "LIMIT_RESET_HEADER=X-RateLimit-Reset"},

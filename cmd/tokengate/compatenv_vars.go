@@ -76,7 +76,7 @@ var compatVars = []compatVar{
 	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", compatInert, "with FILE tokengate does not start without a configuration that loads"},
 	{"NEAR_LIMIT_RATIO", "0.8", compatInert, "a statsd counter's threshold"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", compatInert, "buckets expire when full, not at a window's end, so expiries do not bunch"},
-	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", compatMapped, "false: every hit counted, over the limit or not, as there (`charge: every_hit`, to one window's requests_per_unit of debt); true: `--reference-charge before_request`, a refused request charges nothing (there, the descriptor that goes over is still counted)"},
+	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", compatMapped, "false: every hit counted, over the limit or not, as there (`charge: every_hit`, to one window's requests_per_unit of debt); true: `--reference-charge stop_when_over` (`charge: stop_when_over`), as there only the descriptors that go over are counted when one does, the others not"},
 	// Backend.
 	{"BACKEND_TYPE", "redis", compatMapped, "redis: `--store redis`; memcache stops the start"},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", compatMapped, "`--redis-deny-cache-bytes` when set (tokengate's over-limit cache is on, 1 MiB, by default)"},

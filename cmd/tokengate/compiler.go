@@ -25,9 +25,9 @@ var errBudgetRedis = errors.New("limits: a calendar budget (budget, per) needs -
 // that tokengate does not start with it and a reload to it keeps the last
 // good policy.
 func newCompiler(s settings, clk clock.Clock) *policy.Compiler {
-	mode, _ := s.storeErrorMode()                     // checked with the settings
-	prepaid, _ := referencePrepaid(s.ReferenceCharge) // checked with the settings
-	c := &policy.Compiler{OnStoreError: &mode, ReferencePrepaid: prepaid}
+	mode, _ := s.storeErrorMode()                   // checked with the settings
+	charge, _ := referenceCharge(s.ReferenceCharge) // checked with the settings
+	c := &policy.Compiler{OnStoreError: &mode, ReferenceCharge: charge}
 	if m, ok := clk.(*clock.Monotonic); ok {
 		c.Anchor = m.Anchor() // the wall clock read once, when serve started
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tokengate/tokengate/internal/xdstest"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/service"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
@@ -42,9 +43,11 @@ func askUsage(t *testing.T, svc *service.Service, n uint64) *rlsv3.RateLimitResp
 }
 
 // threeCalls is the issue's table: check, report 5000 of 1000, check.
-// Every hit charged, the last check is OVER_LIMIT (the reference: until
-// its window turns; here until the debt is repaid); pre-paid
-// (--reference-charge before_request), the refused report charges nothing.
+// Every hit charged, or only the hits that go over
+// (--reference-charge stop_when_over, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true),
+// the last check is OVER_LIMIT (the reference: until its window turns;
+// here until the debt is repaid); pre-paid (--reference-charge
+// before_request), the refused report charges nothing.
 func threeCalls(t *testing.T, s settings, clk *clock.Fake, src policySource) {
 	t.Helper()
 	svc, err := service.New(service.Options{Policy: src.current, Store: memory.New(memory.Options{Clock: clk}), StoreName: "memory",
@@ -73,9 +76,10 @@ func threeCalls(t *testing.T, s settings, clk *clock.Fake, src policySource) {
 
 // TestReferenceChargeXDS: the issue's table on a config from xDS (as
 // Envoy Gateway renders a usage-based limit), charged every hit by
-// default and pre-paid with --reference-charge before_request.
+// default, only when over with --reference-charge stop_when_over and
+// pre-paid with --reference-charge before_request.
 func TestReferenceChargeXDS(t *testing.T) {
-	for _, charge := range []string{"every_hit", "before_request"} {
+	for _, charge := range []string{"every_hit", "stop_when_over", "before_request"} {
 		t.Run(charge, func(t *testing.T) {
 			m := xdstest.Start(t, "127.0.0.1:0", nil)
 			m.Set(t, "1", &rlsconf.RateLimitConfig{Name: "default/eg/llm", Domain: "llm", Descriptors: []*rlsconf.RateLimitDescriptor{{
@@ -100,8 +104,9 @@ func TestReferenceChargeXDS(t *testing.T) {
 }
 
 // TestReferenceChargeRatelimit: invoked as ratelimit, the reference's
-// files charge every hit unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT is
-// true; either way the policy loads for the reference's store, Redis, and
+// files charge every hit, or only the hits that go over when
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT is true (the last check is
+// OVER_LIMIT either way, as there); either way the policy loads for the reference's store, Redis, and
 // the same settings on the memory store give the issue's table.
 func TestReferenceChargeRatelimit(t *testing.T) {
 	root := t.TempDir()
@@ -142,11 +147,11 @@ func TestReferenceChargeRatelimit(t *testing.T) {
 
 func TestReferenceChargeSetting(t *testing.T) {
 	if _, err := loadSettings([]string{"--reference-charge", "after_response"}); err == nil ||
-		!strings.Contains(err.Error(), `--reference-charge "after_response": want every_hit or before_request`) {
+		!strings.Contains(err.Error(), `--reference-charge "after_response": want every_hit, stop_when_over or before_request`) {
 		t.Fatalf("--reference-charge after_response: %v", err)
 	}
 	t.Setenv("TOKENGATE_REFERENCE_CHARGE", "before_request")
-	if s, err := loadSettings(nil); err != nil || !newCompiler(s, nil).ReferencePrepaid {
+	if s, err := loadSettings(nil); err != nil || newCompiler(s, nil).ReferenceCharge == nil || *newCompiler(s, nil).ReferenceCharge != policy.BeforeRequest {
 		t.Fatalf("TOKENGATE_REFERENCE_CHARGE=before_request: %v, %+v", err, s)
 	}
 }

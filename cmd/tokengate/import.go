@@ -19,12 +19,12 @@ import (
 func importCmd(args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("import", pflag.ContinueOnError)
 	out := fs.StringP("output", "o", "", "write the native policy to this file instead of stdout")
-	charge := fs.String("reference-charge", policy.EveryHit.String(), "every_hit: every hit counted, as envoyproxy/ratelimit counts; before_request: a refused request charges nothing, as serve --reference-charge (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true)")
+	charge := fs.String("reference-charge", policy.EveryHit.String(), "as serve --reference-charge: every_hit, every hit counted, as envoyproxy/ratelimit counts; stop_when_over, only the descriptors that go over counted when one does, as it counts with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true; before_request, a refused request charges nothing")
 	onStoreError := fs.String("on-store-error", "local", "on_store_error written on every rule: what it answers while Redis fails or stalls (local, deny or allow; serve's --on-store-error)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	prepaid, err := referencePrepaid(*charge)
+	refCharge, err := referenceCharge(*charge)
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,7 @@ func importCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("import: %s is not in envoyproxy/ratelimit's format (no top-level domain)", f.Name)
 		}
 	}
-	c := policy.Compiler{ReferencePrepaid: prepaid, OnStoreError: &mode}
+	c := policy.Compiler{ReferenceCharge: refCharge, OnStoreError: &mode}
 	p, err := c.CompileFiles(path, files, nil, 0)
 	if err != nil {
 		return err

@@ -28,7 +28,17 @@ func TestImport(t *testing.T) {
 	if code := run([]string{"validate", out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "OK: revision 0, 1 domain (rl: 17 rules (14 every_hit))") {
 		t.Fatalf("validate the import: exit %d, %q", code, stdout.String())
 	}
-	// Pre-paid, as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true serves it.
+	// Only the hits that go over, as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true serves it.
+	stderr.Reset()
+	if code := run([]string{"import", "--reference-charge", "stop_when_over", "-o", out, refExample}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stderr.String(), "charge: stop_when_over: as there with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true") {
+		t.Fatalf("import --reference-charge stop_when_over: exit %d, %q", code, stderr.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"validate", out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "OK: revision 0, 1 domain (rl: 17 rules (14 stop_when_over))") {
+		t.Fatalf("validate the stop_when_over import: exit %d, %q", code, stdout.String())
+	}
+	// Pre-paid.
 	stderr.Reset()
 	if code := run([]string{"import", "--reference-charge", "before_request", "-o", out, refExample}, &stdout, &stderr); code != 0 ||
 		!strings.Contains(stderr.String(), "when one is over the limit none is charged") {
@@ -39,7 +49,7 @@ func TestImport(t *testing.T) {
 	}
 	stderr.Reset()
 	if code := run([]string{"import", "--reference-charge", "later", refExample}, &stdout, &stderr); code != 1 ||
-		!strings.Contains(stderr.String(), `--reference-charge "later": want every_hit or before_request`) {
+		!strings.Contains(stderr.String(), `--reference-charge "later": want every_hit, stop_when_over or before_request`) {
 		t.Fatalf("import --reference-charge later: exit %d, %q", code, stderr.String())
 	}
 	stdout.Reset()

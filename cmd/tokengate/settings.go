@@ -61,7 +61,7 @@ type settings struct {
 	MetricsAddr           string          // the metrics alone, at MetricsPath; "" none
 	MetricsPath           string          //
 	ShadowAll             bool            // service.Options.ShadowAll
-	ReferenceCharge       string          // every_hit or before_request: policy.Compiler.ReferencePrepaid
+	ReferenceCharge       string          // every_hit, stop_when_over or before_request: policy.Compiler.ReferenceCharge
 	LimitHeaders          string          // service.Options.LimitHeaders, comma-separated
 	ClientReasonHeader    bool            // service.Options.ClientReasonHeader
 	Redis                 redisSettings   // the other --redis-* settings (redis.go)
@@ -307,17 +307,15 @@ Not flags:
 	return b.String()
 }
 
-// referencePrepaid reads --reference-charge (serve's, import's): whether
-// the rules of envoyproxy/ratelimit's files are pre-paid
-// (policy.Compiler.ReferencePrepaid).
-func referencePrepaid(charge string) (bool, error) {
-	switch charge {
-	case policy.EveryHit.String():
-		return false, nil
-	case policy.BeforeRequest.String():
-		return true, nil
+// referenceCharge reads --reference-charge (serve's, import's): how the
+// rules of envoyproxy/ratelimit's files charge
+// (policy.Compiler.ReferenceCharge).
+func referenceCharge(charge string) (*policy.Charge, error) {
+	c, err := policy.ParseCharge(charge)
+	if err != nil || c == policy.AfterResponse || charge == "" {
+		return nil, fmt.Errorf("--reference-charge %q: want every_hit, stop_when_over or before_request", charge)
 	}
-	return false, fmt.Errorf("--reference-charge %q: want every_hit or before_request", charge)
+	return &c, nil
 }
 
 // storeErrorMode is --on-store-error.
@@ -358,7 +356,7 @@ func (s settings) check() error {
 	if err := checkOTLPEndpoint(s.OTLPEndpoint); err != nil {
 		return err
 	}
-	if _, err := referencePrepaid(s.ReferenceCharge); err != nil {
+	if _, err := referenceCharge(s.ReferenceCharge); err != nil {
 		return err
 	}
 	if err := s.Redis.check(); s.Store == "redis" && err != nil {

@@ -54,7 +54,7 @@ var settingsTable = []setting{
 		func(s *settings) *string { return &s.MetricsPath }),
 	opt("shadow-all", false, "never answer OVER_LIMIT overall: every decision is made and charged, and each descriptor's status still says what it would be (envoyproxy/ratelimit's SHADOW_MODE)",
 		func(s *settings) *bool { return &s.ShadowAll }),
-	opt("reference-charge", "every_hit", "how the rules of envoyproxy/ratelimit's files (and xDS) charge: every_hit, every hit counted, over the limit or not, to one window's requests_per_unit of debt, as the reference counts; before_request, a refused request charges nothing (the reference's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true). Native files say it per rule (charge)",
+	opt("reference-charge", "every_hit", "how the rules of envoyproxy/ratelimit's files (and xDS) charge: every_hit, every hit counted, over the limit or not, to one window's requests_per_unit of debt, as the reference counts; stop_when_over, as the reference counts with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: pre-paid, but when a descriptor goes over only those that go over are counted (to the same debt); before_request, a refused request charges nothing. Native files say it per rule (charge)",
 		func(s *settings) *string { return &s.ReferenceCharge }),
 	opt("limit-headers", "", "LIMIT,REMAINING,RESET: add these three response headers from the descriptor nearest its limit, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED (default: none)",
 		func(s *settings) *string { return &s.LimitHeaders }),

@@ -2,8 +2,11 @@ package policy
 
 // When a rule charges: before the request (its cost, if covered: the
 // default), after the response (post-paid: docs/policy.md, "Token budgets
-// for LLM traffic"), or every hit, covered or not (envoyproxy/ratelimit's
-// counting: docs/policy.md, "Charging every hit").
+// for LLM traffic"), every hit, covered or not (envoyproxy/ratelimit's
+// counting: docs/policy.md, "Charging every hit"), or before the request
+// and, when it does not fit, counted all the same (the reference's
+// counting with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: the same
+// section).
 
 import (
 	"errors"
@@ -32,10 +35,21 @@ const (
 	// 0 charges nothing and is OVER_LIMIT while the balance is below zero.
 	// Each descriptor is charged whatever the others of its request say.
 	EveryHit
+	// StopWhenOver charges a descriptor's cost before the request when
+	// every descriptor of the request fits; when one does not fit, only
+	// the descriptors of such rules that do not fit are charged (at most
+	// down to -max_debt) and the others nothing: envoyproxy/ratelimit's
+	// counter with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true, which
+	// increments only the keys that go over when one does. A descriptor
+	// that does not fit is OVER_LIMIT; a cost of 0 fits while the balance
+	// is not below zero. The service decides it (pkg/service/stopcount.go):
+	// the store sees pre-paid items, a cost of 0 as a report of 0, and the
+	// costs that did not fit as reports in a second decision.
+	StopWhenOver
 )
 
-// ParseCharge reads "before_request", "after_response" or "every_hit"; ""
-// means before_request.
+// ParseCharge reads "before_request", "after_response", "every_hit" or
+// "stop_when_over"; "" means before_request.
 func ParseCharge(s string) (Charge, error) {
 	switch s {
 	case "", "before_request":
@@ -44,8 +58,10 @@ func ParseCharge(s string) (Charge, error) {
 		return AfterResponse, nil
 	case "every_hit":
 		return EveryHit, nil
+	case "stop_when_over":
+		return StopWhenOver, nil
 	}
-	return BeforeRequest, fmt.Errorf("%q: want before_request, after_response or every_hit", s)
+	return BeforeRequest, fmt.Errorf("%q: want before_request, after_response, every_hit or stop_when_over", s)
 }
 
 func (c Charge) String() string {
@@ -54,13 +70,16 @@ func (c Charge) String() string {
 		return "after_response"
 	case EveryHit:
 		return "every_hit"
+	case StopWhenOver:
+		return "stop_when_over"
 	}
 	return "before_request"
 }
 
 // PostPaid reports whether the rule may charge its bucket below zero,
-// down to its max_debt: charged after the response, or every hit. The
-// store decides such a rule's descriptors as reports (and checks).
+// down to its max_debt: charged after the response, every hit, or
+// stop_when_over. The store decides such a rule's descriptors as reports
+// (and checks), stop_when_over's as pre-paid items first.
 func (r *Rule) PostPaid() bool { return r.Charge != BeforeRequest }
 
 // notPostPaid are the fields a rule charged below zero may not have, and
@@ -77,7 +96,7 @@ var notPostPaid = []struct {
 // charge reads a limited rule's charge and, for a rule charged below zero,
 // its max_debt (default: each band's capacity, one burst of debt),
 // refusing the fields that mean nothing on one. It reports whether the
-// rule reads a cost (before_request, every_hit). paramsOK is whether the
+// rule reads a cost (every charge but after_response). paramsOK is whether the
 // rule's bands' params are valid (limits).
 func (r *reader) charge(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool) bool {
 	if !enumField(r, f, a, "charge", ParseCharge, &rule.Charge) {
@@ -86,7 +105,7 @@ func (r *reader) charge(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool
 	n := f["max_debt"]
 	if !rule.PostPaid() {
 		if n != nil {
-			r.fail(n, a, "max_debt", errors.New("only with charge: after_response or every_hit (a rule charged before the request never goes below zero)"))
+			r.fail(n, a, "max_debt", errors.New("only with charge: after_response, every_hit or stop_when_over (a rule charged before the request never goes below zero)"))
 		}
 		return true
 	}
@@ -96,7 +115,7 @@ func (r *reader) charge(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool
 		}
 	}
 	r.maxDebt(rule, n, a, paramsOK)
-	return rule.Charge == EveryHit
+	return rule.Charge != AfterResponse
 }
 
 // maxDebt bounds the debt of every band of a rule charged below zero by

@@ -54,7 +54,7 @@ func TestParsePostPaidErrors(t *testing.T) {
 		return "domains:\n  edge:\n    - name: r\n      match: [{key: user_id}]\n      capacity: 10\n      refill: 1/s\n" + extra
 	}
 	for _, c := range []struct{ name, src, want string }{
-		{"bad charge", rule("      charge: later\n"), `policy.yaml:7: domain "edge" rule "r": charge: "later": want before_request, after_response or every_hit`},
+		{"bad charge", rule("      charge: later\n"), `policy.yaml:7: domain "edge" rule "r": charge: "later": want before_request, after_response, every_hit or stop_when_over`},
 		{"max_debt without charge", rule("      max_debt: 5\n"), `policy.yaml:7: domain "edge" rule "r": max_debt: only with charge: after_response`},
 		{"max_debt negative", rule("      charge: after_response\n      max_debt: -1\n"), `policy.yaml:8: domain "edge" rule "r": max_debt -1 out of range [0, 1000000000000000]`},
 		{"max_debt too large", rule("      charge: after_response\n      max_debt: 1000000000000001\n"), `max_debt 1000000000000001 out of range`},

@@ -22,14 +22,14 @@ type Compiler struct {
 	// none, in either format (serve's --on-store-error); nil is
 	// DefaultStoreErrorMode. Set it before the first Compile.
 	OnStoreError *StoreErrorMode
-	// ReferencePrepaid charges the rules of envoyproxy/ratelimit's files
-	// (and xDS) before the request, so that a refused request charges
-	// nothing (charge: before_request), as the reference's
-	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true is read here. By
-	// default they charge every hit (charge: every_hit, max_debt one
-	// window's requests_per_unit), as the reference counts. Set it before
-	// the first Compile.
-	ReferencePrepaid bool
+	// ReferenceCharge, when set, is how the rules of envoyproxy/ratelimit's
+	// files (and xDS) charge: StopWhenOver as the reference counts with
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (only the descriptors
+	// that go over are counted), BeforeRequest so that a refused request
+	// charges nothing at all. Nil is every hit (charge: every_hit), as the
+	// reference counts by default; either way max_debt is one window's
+	// requests_per_unit. Set it before the first Compile.
+	ReferenceCharge *Charge
 	// Anchor maps the store's clock onto the wall clock, for calendar
 	// budgets (budget.go): taken once when the process starts (its
 	// clock's clock.Monotonic.Anchor). Set it before the first Compile.
@@ -39,8 +39,8 @@ type Compiler struct {
 
 // referenceCharge is how the rules of reference files are charged.
 func (c *Compiler) referenceCharge() Charge {
-	if c.ReferencePrepaid {
-		return BeforeRequest
+	if c.ReferenceCharge != nil {
+		return *c.ReferenceCharge
 	}
 	return EveryHit
 }

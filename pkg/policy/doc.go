@@ -49,8 +49,8 @@
 // compat*.go); compatparse.go reads it and compatflat.go turns its tree of
 // descriptors into the rules above, in an order under which first
 // match decides as the reference's walk does; their limits charge every
-// hit (charge: every_hit, max_debt one window's requests_per_unit), or
-// before the request with Compiler.ReferencePrepaid. A domain defined in two
+// hit (charge: every_hit, max_debt one window's requests_per_unit), or as
+// Compiler.ReferenceCharge says (stop_when_over, before_request). A domain defined in two
 // files is an error naming both. NativeYAML writes any policy back in this
 // format (`tokengate import`), ImportReport lists how the answers differ
 // from the reference's.

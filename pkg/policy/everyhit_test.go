@@ -57,31 +57,33 @@ func TestParseEveryHit(t *testing.T) {
 
 // TestReferenceCharge: a reference file's rules charge every hit, one
 // window's requests_per_unit of debt at most, unless the Compiler says
-// they are pre-paid (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true); a
-// native file of the same set is read as written either way.
+// they stop when over (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true, the
+// same debt) or are pre-paid; a native file of the same set is read as
+// written either way.
 func TestReferenceCharge(t *testing.T) {
 	native := "domains:\n  edge:\n    - {name: ip, match: [{key: ip}], capacity: 5, refill: 5/s}\n"
 	files := []File{{Name: "llm.yaml", Data: []byte(everyHitReference)}, {Name: "native.yaml", Data: []byte(native)}}
 	for _, c := range []struct {
-		prepaid bool
+		given   *Charge
 		charge  Charge
 		debt    int64
 		maxCost int64
 	}{
-		{false, EveryHit, 1000, 0},
-		{true, BeforeRequest, 0, 1000},
+		{nil, EveryHit, 1000, 0},
+		{new(BeforeRequest), BeforeRequest, 0, 1000},
+		{new(StopWhenOver), StopWhenOver, 1000, 0},
 	} {
-		p, err := (&Compiler{ReferencePrepaid: c.prepaid}).CompileFiles("dir", files, nil, 0)
+		p, err := (&Compiler{ReferenceCharge: c.given}).CompileFiles("dir", files, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := p.Rules("llm")[0]
 		if r.Charge != c.charge || r.Version.Params.MaxDebt() != c.debt || r.Cost != 1 || r.MaxCost != c.maxCost {
-			t.Errorf("prepaid %v: charge %v, max_debt %d, cost %d, max_cost %d; want %v, %d, 1, %d",
-				c.prepaid, r.Charge, r.Version.Params.MaxDebt(), r.Cost, r.MaxCost, c.charge, c.debt, c.maxCost)
+			t.Errorf("%v: charge %v, max_debt %d, cost %d, max_cost %d; want %v, %d, 1, %d",
+				c.charge, r.Charge, r.Version.Params.MaxDebt(), r.Cost, r.MaxCost, c.charge, c.debt, c.maxCost)
 		}
 		if n := p.Rule("edge", "ip"); n.Charge != BeforeRequest || n.MaxCost != 5 {
-			t.Errorf("prepaid %v: the native rule is %v, max_cost %d", c.prepaid, n.Charge, n.MaxCost)
+			t.Errorf("%v: the native rule is %v, max_cost %d", c.charge, n.Charge, n.MaxCost)
 		}
 	}
 }
@@ -114,9 +116,13 @@ func TestNativeYAMLEveryHit(t *testing.T) {
 		{"reference", func() (*Policy, error) { return ParseFiles("llm.yaml", ref) },
 			[]string{"charge: every_hit"}, []string{"max_debt", "cost"}, "charge: every_hit: as there, every hit is counted"},
 		{"reference, pre-paid", func() (*Policy, error) {
-			return (&Compiler{ReferencePrepaid: true}).CompileFiles("llm.yaml", ref, nil, 0)
+			return (&Compiler{ReferenceCharge: new(BeforeRequest)}).CompileFiles("llm.yaml", ref, nil, 0)
 		},
 			nil, []string{"charge", "max_debt"}, "when one is over the limit none is charged"},
+		{"reference, stop when over", func() (*Policy, error) {
+			return (&Compiler{ReferenceCharge: new(StopWhenOver)}).CompileFiles("llm.yaml", ref, nil, 0)
+		},
+			[]string{"charge: stop_when_over"}, []string{"max_debt", "cost"}, "only those that do not fit are counted"},
 		{"native", func() (*Policy, error) { return Parse("policy.yaml", []byte(everyHitPolicy)) },
 			[]string{"charge: every_hit", "max_debt: 7", "cost: 2"}, []string{"max_cost"}, ""},
 	} {
@@ -152,5 +158,41 @@ func TestNativeYAMLEveryHit(t *testing.T) {
 				t.Errorf("import report:\n%s\nlacks %q", strings.Join(p.ImportReport(), "\n"), c.report)
 			}
 		})
+	}
+}
+
+// stopWhenOverPolicy is everyHitPolicy charged stop_when_over.
+var stopWhenOverPolicy = strings.ReplaceAll(everyHitPolicy, "every_hit", "stop_when_over")
+
+// TestParseStopWhenOver: charge: stop_when_over reads a cost and a
+// max_debt, refuses max_cost and reserve, is counted by the summary and
+// explained.
+func TestParseStopWhenOver(t *testing.T) {
+	p := mustParse(t, stopWhenOverPolicy)
+	r := p.Rule("llm", "shared")
+	if r.Charge != StopWhenOver || !r.PostPaid() || r.Version.Params.MaxDebt() != 7 || r.Cost != 2 || r.MaxCost != 0 {
+		t.Fatalf("charge %v, max_debt %d, cost %d, max_cost %d", r.Charge, r.Version.Params.MaxDebt(), r.Cost, r.MaxCost)
+	}
+	if got := p.Summary(); !strings.Contains(got, "llm: 2 rules (2 stop_when_over)") {
+		t.Errorf("summary %q", got)
+	}
+	out := p.Explain("llm", entries("team", "a")).String()
+	for _, w := range []string{"capacity 10, refill 1/s, cost 2, charge stop_when_over, max_debt 7", "only the\n  descriptors that do not fit are charged"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("explain:\n%s\nlacks: %s", out, w)
+		}
+	}
+	for _, c := range []struct{ add, want string }{
+		{"      max_cost: 5\n", `policy.yaml:14: domain "llm" rule "shared": max_cost: not allowed with charge: stop_when_over`},
+		{"      reserve: 5\n", `policy.yaml:14: domain "llm" rule "shared": reserve: only with charge: after_response`},
+	} {
+		bad := strings.Replace(stopWhenOverPolicy, "      cost: 2\n", "      cost: 2\n"+c.add, 1)
+		if _, err := Parse("policy.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.add, err, c.want)
+		}
+	}
+	if _, err := Parse("policy.yaml", []byte(strings.Replace(stopWhenOverPolicy, "stop_when_over", "stop", 1))); err == nil ||
+		!strings.Contains(err.Error(), `want before_request, after_response, every_hit or stop_when_over`) {
+		t.Errorf("charge: stop: %v", err)
 	}
 }

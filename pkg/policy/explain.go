@@ -153,6 +153,13 @@ func (e *Explanation) String() string {
 			r.bandsString(), r.Cost, r.Charge, r.maxDebtString(), r.OnResize, r.OnStoreError)
 		b.WriteString("  every hit: each descriptor is charged its cost, refused or not, down to -max_debt, and is OVER_LIMIT\n" +
 			"  while the balance is below zero after it (hits_addend 0: a check that charges nothing)\n")
+	case r.Charge == StopWhenOver:
+		pr := r.Version.Params
+		fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, charge %s, max_debt %d, on_resize %s, on_store_error %s\n",
+			pr.Capacity(), pr.Rate(), r.Cost, r.Charge, pr.MaxDebt(), r.OnResize, r.OnStoreError)
+		b.WriteString("  stop when over: charged its cost when every descriptor of the request fits; when one does not, only the\n" +
+			"  descriptors that do not fit are charged, down to -max_debt, and are OVER_LIMIT (hits_addend 0 fits while the\n" +
+			"  balance is not below zero)\n")
 	default:
 		fmt.Fprintf(&b, "  %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",
 			r.bandsString(), r.Cost, r.MaxCost, r.OnResize, r.OnStoreError)

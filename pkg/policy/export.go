@@ -167,11 +167,18 @@ func (p *Policy) ImportReport() []string {
 		"every limit is a token bucket, not a fixed window: capacity requests_per_unit, refilled continuously at requests_per_unit per unit; a fresh burst gets the same answers, but there is no second burst at a window edge and spent requests come back gradually",
 		"limit_remaining is the bucket's whole tokens; duration_until_reset is the time until the bucket is full (OK) or until the request fits (OVER_LIMIT, also as retry-after), not the time to the window's end",
 	}
-	if p.chargesEveryHit() {
+	switch {
+	case p.charges(EveryHit):
 		out = append(out,
 			"charge: every_hit: as there, every hit is counted, over the limit or not, each descriptor whatever the others say, and a descriptor is OVER_LIMIT while its count is above the limit (hits_addend 0: a check); but the count goes at most one window's requests_per_unit over the limit and comes back at requests_per_unit per unit, so a client that keeps sending while over stays refused until it pauses, where the reference lets it through at the next window's start",
-			"to charge nothing of a refused request (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true), delete the charge: every_hit lines")
-	} else {
+			"to count only the descriptors that go over, as the reference with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true, write charge: stop_when_over; to charge nothing of a refused request, delete the charge: every_hit lines")
+	case p.charges(StopWhenOver):
+		out = append(out,
+			"charge: stop_when_over: as there with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true, when every descriptor of a request fits each is charged, and when one does not fit only those that do not fit are counted (hits_addend 0 after them: OVER_LIMIT), to at most one window's requests_per_unit over the limit, coming back at requests_per_unit per unit",
+			"the reference reads the counts and then increments them, two steps: tokengate decides a request pre-paid first, all or nothing, then counts the descriptors that did not fit in a second decision; a descriptor repeated in one request is compared with its count before the request, as there, but then charged only when the whole request fits",
+			"quota_mode: a request passes while one of its quota descriptors fits; the quota descriptors that fit are then charged and those over not counted (the reference counts those over and charges the others nothing)",
+			"to charge nothing of a refused request, delete the charge: stop_when_over lines")
+	default:
 		out = append(out,
 			"a request's descriptors are decided together: when one is over the limit none is charged, and an over-limit hit is never counted (the reference, with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true, still counts the hits of the descriptor that goes over, so a hits_addend 0 check after them is OVER_LIMIT there)",
 			"a hits_addend above a limit's requests_per_unit is refused at once, with a reason in the dynamic metadata (OVER_LIMIT in both)",
@@ -197,11 +204,11 @@ func (p *Policy) ImportReport() []string {
 	return out
 }
 
-// chargesEveryHit reports whether a rule of p charges every hit.
-func (p *Policy) chargesEveryHit() bool {
+// charges reports whether a limited rule of p charges as c says.
+func (p *Policy) charges(c Charge) bool {
 	for _, name := range p.names {
 		for _, r := range p.domains[name].rules {
-			if r.Charge == EveryHit {
+			if r.Charge == c {
 				return true
 			}
 		}

@@ -43,11 +43,11 @@ func (r *reader) reserve(rule *Rule, f map[string]*yaml.Node, a at, paramsOK boo
 		return
 	}
 	switch {
-	case rule.Charge == BeforeRequest:
-		r.fail(n, a, "reserve", errors.New("only with charge: after_response (a rule charged before the request charges its cost at once)"))
+	case rule.Charge == EveryHit || rule.Charge == StopWhenOver:
+		r.fail(n, a, "reserve", fmt.Errorf("only with charge: after_response (a rule of charge: %s has no checks: each hit is charged at once)", rule.Charge))
 		return
-	case rule.Charge == EveryHit:
-		r.fail(n, a, "reserve", errors.New("only with charge: after_response (a rule charged every hit has no checks: each hit is charged at once)"))
+	case rule.Charge != AfterResponse:
+		r.fail(n, a, "reserve", errors.New("only with charge: after_response (a rule charged before the request charges its cost at once)"))
 		return
 	case rule.Shadow:
 		r.fail(n, a, "reserve", errors.New("not allowed with shadow: true (a shadow rule is decided without the request id, so nothing could settle its reservations)"))

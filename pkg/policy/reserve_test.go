@@ -62,7 +62,7 @@ func TestParseReserveErrors(t *testing.T) {
 		{"no request_id_key, other errors", "domains:\n  edge:\n    - name: r\n      match: [{key: user_id}]\n      capacity: -1\n      refill: 1/s\n" + post + "      reserve: 5\n",
 			`policy.yaml:8: domain "edge" rule "r": reserve: needs the policy's request_id_key`},
 		{"pre-paid", rule("      reserve: 5\n"), `policy.yaml:8: domain "edge" rule "r": reserve: only with charge: after_response`},
-		{"every hit", rule("      charge: every_hit\n      reserve: 5\n"), `policy.yaml:9: domain "edge" rule "r": reserve: only with charge: after_response (a rule charged every hit has no checks`},
+		{"every hit", rule("      charge: every_hit\n      reserve: 5\n"), `policy.yaml:9: domain "edge" rule "r": reserve: only with charge: after_response (a rule of charge: every_hit has no checks`},
 		{"shadow", rule(post + "      shadow: true\n      reserve: 5\n"), `policy.yaml:10: domain "edge" rule "r": reserve: not allowed with shadow: true`},
 		{"zero", rule(post + "      reserve: 0\n"), `policy.yaml:9: domain "edge" rule "r": reserve: 0 is below 1`},
 		{"above capacity", rule(post + "      reserve: 11\n"), `policy.yaml:9: domain "edge" rule "r": reserve: 11 exceeds capacity 10`},

@@ -20,8 +20,10 @@ func (p *Policy) Summary() string {
 		if n := charged(rules, AfterResponse); n > 0 {
 			parts[i] += fmt.Sprintf(" (%d post-paid)", n)
 		}
-		if n := charged(rules, EveryHit); n > 0 {
-			parts[i] += fmt.Sprintf(" (%d every_hit)", n)
+		for _, c := range []Charge{EveryHit, StopWhenOver} {
+			if n := charged(rules, c); n > 0 {
+				parts[i] += fmt.Sprintf(" (%d %s)", n, c)
+			}
 		}
 	}
 	doors := ""

@@ -99,6 +99,11 @@ domains:
       capacity: 1000000000
       refill: 1000000000/s
       charge: every_hit
+    - name: stop-when-over
+      match: [{key: stop_user}]
+      capacity: 1000000000
+      refill: 1000000000/s
+      charge: stop_when_over
 `
 
 // BenchmarkPostPaid is a post-paid rule's decisions against a plain one's
@@ -106,7 +111,9 @@ domains:
 // each: "plain" charges 1 before the request; "check+report" alternates a
 // request-time check (its own hits_addend 0) and a report of 3, as Envoy
 // Gateway calls for one LLM request; "every_hit" the same calls on a rule
-// that charges every hit (the reference's files).
+// that charges every hit (the reference's files), "stop_when_over" on one
+// that charges only the hits that go over (the reference's files with
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true).
 func BenchmarkPostPaid(b *testing.B) {
 	for _, c := range []struct {
 		name, key string
@@ -115,6 +122,7 @@ func BenchmarkPostPaid(b *testing.B) {
 		{"plain", "user_id", []*wrapperspb.UInt64Value{nil}},
 		{"check+report", "llm_user", []*wrapperspb.UInt64Value{wrapperspb.UInt64(0), wrapperspb.UInt64(3)}},
 		{"every_hit", "hit_user", []*wrapperspb.UInt64Value{wrapperspb.UInt64(0), wrapperspb.UInt64(3)}},
+		{"stop_when_over", "stop_user", []*wrapperspb.UInt64Value{wrapperspb.UInt64(0), wrapperspb.UInt64(3)}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			svc := newFixtureWith(b, benchPostPaidPolicy, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) }, nil).svc

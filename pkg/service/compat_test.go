@@ -55,18 +55,18 @@ func newCompatFixtureWith(t *testing.T, pol *policy.Policy, opts Options) *compa
 }
 
 func readCompat(t testing.TB, path string) *policy.Policy {
-	return readCompatCharged(t, path, false)
+	return readCompatCharged(t, path, nil)
 }
 
 // readCompatCharged reads the reference's files at path, their rules
-// pre-paid when prepaid (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true),
-// else charging every hit (its default).
-func readCompatCharged(t testing.TB, path string, prepaid bool) *policy.Policy {
+// charged as charge says (policy.Compiler.ReferenceCharge: nil, every hit,
+// the reference's default).
+func readCompatCharged(t testing.TB, path string, charge *policy.Charge) *policy.Policy {
 	files, err := policy.ReadFiles(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := (&policy.Compiler{ReferencePrepaid: prepaid}).CompileFiles(path, files, nil, 0)
+	p, err := (&policy.Compiler{ReferenceCharge: charge}).CompileFiles(path, files, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,15 +121,21 @@ const (
 
 // testBasicBaseConfig of the reference's integration_test.go, with
 // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT false (its default: every hit
-// counted) and true, as the reference runs it.
+// counted) and true (charge: stop_when_over), as the reference runs it,
+// and pre-paid (the same numbers as true).
 func TestCompatIntegrationBasic(t *testing.T) {
-	for _, prepaid := range []bool{false, true} {
-		t.Run(fmt.Sprintf("stop %v", prepaid), func(t *testing.T) { testCompatIntegrationBasic(t, prepaid) })
+	for _, charge := range []*policy.Charge{nil, new(policy.StopWhenOver), new(policy.BeforeRequest)} {
+		name := "every_hit"
+		if charge != nil {
+			name = charge.String()
+		}
+		t.Run(name, func(t *testing.T) { testCompatIntegrationBasic(t, charge) })
 	}
 }
 
-func testCompatIntegrationBasic(t *testing.T, prepaid bool) {
-	f := newCompatFixture(t, readCompatCharged(t, compatData+"integration", prepaid))
+func testCompatIntegrationBasic(t *testing.T, charge *policy.Charge) {
+	prepaid := charge != nil // key2 is not charged by a request key3 refuses
+	f := newCompatFixture(t, readCompatCharged(t, compatData+"integration", charge))
 	f.expect("unknown domain", f.call("foo", descr("hello", "world")), ok, want{code: ok, rpu: -1})
 	r := f.call("basic", descr("key1", "foo"))
 	f.expect("key1", r, ok, want{ok, 50, second, 49, ""})
@@ -388,7 +394,7 @@ func TestCompatQuotaModeEveryHit(t *testing.T) {
 // descriptor over refuses the request, and charges nothing.
 func TestCompatQuotaMode(t *testing.T) {
 	example := compatData + "examples/example.yaml"
-	f := newCompatFixture(t, readCompatCharged(t, example, true))
+	f := newCompatFixture(t, readCompatCharged(t, example, new(policy.BeforeRequest)))
 	s1, s2 := descr("service", "service_1"), descr("service", "service_2") // 1 and 2 a minute
 	f.expect("both within", f.call("rl", s1, s2), ok, want{ok, 1, minute, 0, ""}, want{ok, 2, minute, 1, ""})
 	f.expect("one over", f.call("rl", s1, s2), ok, want{over, 1, minute, 0, ""}, want{ok, 2, minute, 0, ""})
@@ -396,7 +402,7 @@ func TestCompatQuotaMode(t *testing.T) {
 	f.clk.Add(30 * time.Second) // service_2 gets a token back, service_1 half of one
 	f.expect("one back", f.call("rl", s2, s1), ok, want{ok, 2, minute, 0, ""}, want{over, 1, minute, 0, ""})
 
-	g := newCompatFixture(t, readCompatCharged(t, example, true))
+	g := newCompatFixture(t, readCompatCharged(t, example, new(policy.BeforeRequest)))
 	user := descr("foo", "a", "bar", "bkthomps") // 1 a minute, not a quota
 	g.expect("all within", g.call("rl", user, s2), ok, want{ok, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
 	g.expect("a limit over", g.call("rl", user, s2), over, want{over, 1, minute, 0, "bkthomps"}, want{ok, 2, minute, 1, ""})
@@ -404,7 +410,7 @@ func TestCompatQuotaMode(t *testing.T) {
 
 	// A quota descriptor refused before the store is over its limit, its
 	// status the tokens its bucket holds (checked, never charged).
-	h := newCompatFixture(t, readCompatCharged(t, example, true))
+	h := newCompatFixture(t, readCompatCharged(t, example, new(policy.BeforeRequest)))
 	big := &ratelimitv3.RateLimitDescriptor{Entries: s2.Entries, HitsAddend: wrapperspb.UInt64(5)}
 	h.expect("refused quota, other within", h.call("rl", big, s1), ok, want{over, 2, minute, 2, ""}, want{ok, 1, minute, 0, ""})
 	r := h.call("rl", big)

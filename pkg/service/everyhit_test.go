@@ -25,13 +25,23 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1000}
 `
 
-func compileReference(t testing.TB, src string, prepaid bool) *policy.Policy {
+// compileReference compiles src, a reference file, its rules charged as
+// charge says (nil: every hit).
+func compileReference(t testing.TB, src string, charge *policy.Charge) *policy.Policy {
 	t.Helper()
-	p, err := (&policy.Compiler{ReferencePrepaid: prepaid}).CompileFiles("llm.yaml", []policy.File{{Name: "llm.yaml", Data: []byte(src)}}, nil, 0)
+	p, err := (&policy.Compiler{ReferenceCharge: charge}).CompileFiles("llm.yaml", []policy.File{{Name: "llm.yaml", Data: []byte(src)}}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// prepaidCharge is before_request when prepaid, else nil (every hit).
+func prepaidCharge(prepaid bool) *policy.Charge {
+	if prepaid {
+		return new(policy.BeforeRequest)
+	}
+	return nil
 }
 
 // TestEveryHitIssueTable is the issue's table on the reference's format:
@@ -46,7 +56,7 @@ func TestEveryHitIssueTable(t *testing.T) {
 	user := func(n uint64) *ratelimitv3.RateLimitDescriptor { return hits(descr("user_id", "u"), n) }
 	for _, prepaid := range []bool{false, true} {
 		t.Run(fmt.Sprintf("prepaid %v", prepaid), func(t *testing.T) {
-			f := newCompatFixture(t, compileReference(t, usageReference, prepaid))
+			f := newCompatFixture(t, compileReference(t, usageReference, prepaidCharge(prepaid)))
 			f.expect("check", f.call("llm", user(0)), ok, want{ok, 1000, hour, 1000, ""})
 			remaining := uint32(0)
 			if prepaid {
@@ -87,7 +97,7 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 1000}
   - key: model
     rate_limit: {unit: minute, requests_per_unit: 100}
-`, false))
+`, nil))
 	u, m := descr("user_id", "u"), descr("model", "m")
 	f.expect("both within", f.call("llm", hits(u, 50), hits(m, 60)), ok, want{ok, 1000, hour, 950, ""}, want{ok, 100, minute, 40, ""})
 	f.expect("model over", f.call("llm", hits(u, 50), hits(m, 60)), over, want{ok, 1000, hour, 900, ""}, want{over, 100, minute, 0, ""})
@@ -96,15 +106,19 @@ descriptors:
 }
 
 // refCounter is the reference's fixed-window counter within one window
-// (redis/fixed_cache_impl.go with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
-// false, no local cache): every descriptor's key is incremented by its
-// hits, whatever the others say; it is OVER_LIMIT when the count after is
-// above the limit, its limit_remaining the limit less the count when not
-// (base_limiter.go GetResponseDescriptorStatus); the request is OVER_LIMIT
-// when a descriptor that is not a quota is, or all its quota descriptors
-// are (service/ratelimit.go).
+// (redis/fixed_cache_impl.go DoLimit, no local cache): with
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT false every descriptor's key is
+// incremented by its hits, whatever the others say; with it true (stop)
+// the counts are read first, and when a key would go over (count + hits
+// above the limit) only the keys that would are incremented, by their
+// hits, the others by 0. A descriptor is OVER_LIMIT when the count after
+// is above the limit, its limit_remaining the limit less the count when
+// not (base_limiter.go GetResponseDescriptorStatus); the request is
+// OVER_LIMIT when a descriptor that is not a quota is, or all its quota
+// descriptors are (service/ratelimit.go).
 type refCounter struct {
 	count map[string]uint64
+	stop  bool
 }
 
 type refLimit struct {
@@ -118,10 +132,23 @@ func (c *refCounter) decide(limits []refLimit, values []string, hits []uint64) (
 	for i := range codes {
 		codes[i] = ok
 	}
+	add := hits
+	if c.stop {
+		add = make([]uint64, len(hits))
+		goesOver := false
+		for i, l := range limits {
+			if c.count[l.key+"_"+values[i]]+hits[i] > l.limit {
+				add[i], goesOver = hits[i], true
+			}
+		}
+		if !goesOver {
+			add = hits
+		}
+	}
 	overLimit, quotas, quotaOver := false, 0, 0
 	for i, l := range limits {
 		k := l.key + "_" + values[i]
-		c.count[k] += hits[i]
+		c.count[k] += add[i]
 		if l.quota {
 			quotas++
 		}
@@ -147,8 +174,17 @@ func (c *refCounter) decide(limits []refLimit, values []string, hits []uint64) (
 // counter and every_hit buckets give every request the same overall code
 // and every descriptor the same code and limit_remaining, whatever the
 // hits (hits_addend 0 checks, hits above the limit, a descriptor twice in
-// a request, the request's hits_addend).
+// a request, the request's hits_addend); so do the reference with
+// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true and stop_when_over buckets,
+// for requests without quota descriptors and without a descriptor twice
+// (docs/reference-format.md says how those differ).
 func TestEveryHitMatchesFixedWindow(t *testing.T) {
+	for _, stop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=%v", stop), func(t *testing.T) { testMatchesFixedWindow(t, stop) })
+	}
+}
+
+func testMatchesFixedWindow(t *testing.T, stop bool) {
 	const file = `domain: d
 descriptors:
   - key: a
@@ -163,9 +199,13 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 2}
 `
 	limits := []refLimit{{"a", 5, false}, {"b", 3, false}, {"q1", 4, true}, {"q2", 2, true}}
+	var charge *policy.Charge
+	if stop {
+		limits, charge = limits[:2], new(policy.StopWhenOver)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
-		f := newCompatFixture(t, compileReference(t, file, false))
-		ref := &refCounter{count: map[string]uint64{}}
+		f := newCompatFixture(t, compileReference(t, file, charge))
+		ref := &refCounter{count: map[string]uint64{}, stop: stop}
 		elapsed := time.Duration(0)
 		for n := range rapid.IntRange(1, 30).Draw(rt, "requests") {
 			// a's token takes 12 s to come back: stay below it.
@@ -179,9 +219,14 @@ descriptors:
 				hs     []uint64
 				ds     []*ratelimitv3.RateLimitDescriptor
 			)
+			seen := map[string]bool{}
 			for range rapid.IntRange(1, 4).Draw(rt, "descriptors") {
 				l := rapid.SampledFrom(limits).Draw(rt, "limit")
 				v := rapid.SampledFrom([]string{"x", "y"}).Draw(rt, "value")
+				if stop && seen[l.key+v] {
+					continue
+				}
+				seen[l.key+v] = true
 				d := descr(l.key, v)
 				h := uint64(max(1, reqHits)) // the reference's default: the request's, at least 1
 				if own := rapid.IntRange(-1, 8).Draw(rt, "hits_addend"); own >= 0 {

@@ -36,6 +36,7 @@ type reqState struct {
 	quotaID          requestID      // the id of a second decision (quota.go)
 	firstResults     []store.Result // the first decision's answers, before a second (quota.go)
 	hasID            bool           // the request carried a non-empty id
+	stop             stopState      // stop_when_over's probe and second decision (stopcount.go)
 	// keyHasher names the bucket keys shown (metadata.go); nil in a
 	// candidate's request state, which shows none.
 	keyHasher *keyhash.Hasher
@@ -62,7 +63,10 @@ type desc struct {
 	// quotaOver: a quota descriptor over the limit while another is not;
 	// it is charged nothing and answers OVER_LIMIT for itself (quota.go).
 	quotaOver bool
-	refusal   string // why it was refused before the store, "" if not
+	// overCounted: a stop_when_over descriptor that did not fit, counted
+	// all the same; it answers OVER_LIMIT (stopcount.go).
+	overCounted bool
+	refusal     string // why it was refused before the store, "" if not
 	// unreserved: a check of a reserve rule that holds nothing (no
 	// request id, or decided again without it: reserve.go).
 	unreserved bool
@@ -228,7 +232,10 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 		// A refund beyond capacity fills the bucket, no more.
 		return -int64(min(c, uint64(r.LargestCapacity()))), charge, ""
 	}
-	if charge == store.Prepaid && c > uint64(r.MaxCost) {
+	if r.Charge == policy.StopWhenOver && c == 0 {
+		charge = store.Report // fits while the balance is not below zero (stopcount.go)
+	}
+	if !r.PostPaid() && c > uint64(r.MaxCost) {
 		return int64(min(c, math.MaxInt64)), charge, fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
 	}
 	return int64(min(c, math.MaxInt64)), charge, ""
@@ -237,9 +244,10 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 // itemCharge is how the store charges r's costs: as reports (never
 // refused, down to -max_debt) on a rule charged after the response (its
 // checks apart: costOf) or every hit, whose hits_addend 0 is then a report
-// of 0, over the limit while the balance is below zero; else pre-paid.
+// of 0, over the limit while the balance is below zero; else pre-paid
+// (stop_when_over's costs too, first: stopcount.go).
 func itemCharge(r *policy.Rule) store.Charge {
-	if r.PostPaid() {
+	if r.Charge == policy.AfterResponse || r.Charge == policy.EveryHit {
 		return store.Report
 	}
 	return store.Prepaid
@@ -248,7 +256,9 @@ func itemCharge(r *policy.Rule) store.Charge {
 // decide runs the store calls: the enforced descriptors together (check
 // only when one was refused already, so nothing is charged but the
 // reports, usage already served), then the shadow ones on their own,
-// without the request id (a replay of the id answers the enforced call).
+// without the request id (a replay of the id answers the enforced call);
+// each, when refused, counts its stop_when_over descriptors that went over
+// (stopcount.go).
 func (rs *reqState) decide(ctx context.Context, st, local store.Store, now int64) {
 	if rs.refused {
 		uncharged(rs.enforced.req.Items)
@@ -256,11 +266,13 @@ func (rs *reqState) decide(ctx context.Context, st, local store.Store, now int64
 	if rs.hasID {
 		rs.enforced.req.ID = rs.id.alias()
 	}
-	rs.enforced.run(ctx, st, now)
-	if rs.quotas > rs.quotaRefused && !rs.refused {
+	rs.runStopping(ctx, st, now, &rs.enforced)
+	if rs.quotas > rs.quotaRefused && !rs.refused && !rs.stop.probed {
 		rs.decideWithoutOverQuotas(ctx, st, now)
 	}
-	rs.shadow.run(ctx, st, now)
+	rs.countOver(ctx, st, now, &rs.enforced)
+	rs.runStopping(ctx, st, now, &rs.shadow)
+	rs.countOver(ctx, st, now, &rs.shadow)
 	if rs.enforced.err != nil && local != nil {
 		rs.decideLocal(ctx, local)
 	}

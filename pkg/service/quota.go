@@ -18,7 +18,6 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
 
 	"github.com/tokengate/tokengate/pkg/store"
 )
@@ -81,11 +80,4 @@ func (rs *reqState) decideWithoutOverQuotas(ctx context.Context, st store.Store,
 
 // quotaRequestID is the id of a request's second decision, derived from
 // its id.
-func quotaRequestID(id *requestID) requestID {
-	const suffix = "quota"
-	var b [len(id) + len(suffix)]byte
-	copy(b[:], id[:])
-	copy(b[len(id):], suffix)
-	sum := sha256.Sum256(b[:])
-	return requestID(sum[:16])
-}
+func quotaRequestID(id *requestID) requestID { return derivedRequestID(id, "quota") }

@@ -171,8 +171,9 @@ func (rs *reqState) verdict(i int, t *ruleTable) Verdict {
 		return v
 	}
 	rs.answer(ds, &v)
-	if ds.quotaOver && v.Result == ResultOK {
-		// Checked at cost 0, not charged (quota.go).
+	if (ds.quotaOver || ds.overCounted) && v.Result == ResultOK {
+		// Checked at cost 0, not charged (quota.go), or counted though it
+		// did not fit (stopcount.go).
 		_, r := ds.deciding(rs.batch(ds.rule).results)
 		v.Result, v.Retry = ResultOverLimit, time.Duration(r.RetryAfter)
 	}

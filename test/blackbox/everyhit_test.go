@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/internal/tgproc"
 )
@@ -15,8 +19,8 @@ import (
 // hit charged (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT false, the
 // reference's default), the report of 5000 on 1000 is charged into the
 // debt (1000, one window) and the check after it is OVER_LIMIT; with it
-// true, the report is refused and charges nothing, and the check after it
-// passes (the reference would still count the report: docs/reference-format.md).
+// true too, as the reference still counts the descriptor that goes over
+// (charge: stop_when_over).
 func TestRatelimitUsageLimit(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "ratelimit", "config")
@@ -34,7 +38,7 @@ func TestRatelimitUsageLimit(t *testing.T) {
 		calls []call
 	}{
 		{false, []call{{0, "OK", 1000}, {5000, "OVER_LIMIT", 0}, {0, "OVER_LIMIT", 0}}},
-		{true, []call{{0, "OK", 1000}, {5000, "OVER_LIMIT", 1000}, {0, "OK", 1000}}},
+		{true, []call{{0, "OK", 1000}, {5000, "OVER_LIMIT", 0}, {0, "OVER_LIMIT", 0}}},
 	} {
 		t.Run(fmt.Sprintf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=%v", tc.stop), func(t *testing.T) {
 			rd := redistest.Start(t)
@@ -48,4 +52,47 @@ func TestRatelimitUsageLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRatelimitStopWhenOver is the reference's
+// TestOverLimitWithStopCacheKeyIncrementWhenOverlimitConfig on the binary
+// invoked as ratelimit with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true,
+// on Redis: of two descriptors, only the one that goes over is counted;
+// then a check of it (over) beside a hit that fits charges the hit nothing.
+func TestRatelimitStopWhenOver(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tgproc.WritePolicy(t, filepath.Join(dir, "domain.yaml"), `domain: domain
+descriptors:
+  - key: key4
+    rate_limit: {unit: hour, requests_per_unit: 15}
+  - key: key5
+    rate_limit: {unit: hour, requests_per_unit: 14}
+`)
+	rd := redistest.Start(t)
+	p := tgproc.StartAs(t, binary, "ratelimit", append(compatEnv(root, rd.Addr(), loopback("0")...), "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true")...)
+	ask := func(h4, h5 int64) *rlsv3.RateLimitResponse {
+		var ds []*ratelimitv3.RateLimitDescriptor
+		for _, k := range []struct {
+			key, value string
+			hits       int64
+		}{{"key4", "value4", h4}, {"key5", "value5", h5}} {
+			if k.hits >= 0 {
+				d := tgproc.Descriptor(k.key, k.value)
+				d.HitsAddend = wrapperspb.UInt64(uint64(k.hits))
+				ds = append(ds, d)
+			}
+		}
+		return p.Ask(t, "domain", 0, ds...)
+	}
+	hour := "HOUR"
+	expectCompat(t, "to 10", ask(10, 10), rlsv3.RateLimitResponse_OK, compatWant{rlsv3.RateLimitResponse_OK, 15, hour, 5}, compatWant{rlsv3.RateLimitResponse_OK, 14, hour, 4})
+	expectCompat(t, "hits 1", ask(1, 1), rlsv3.RateLimitResponse_OK, compatWant{rlsv3.RateLimitResponse_OK, 15, hour, 4}, compatWant{rlsv3.RateLimitResponse_OK, 14, hour, 3})
+	expectCompat(t, "hits 2", ask(2, 2), rlsv3.RateLimitResponse_OK, compatWant{rlsv3.RateLimitResponse_OK, 15, hour, 2}, compatWant{rlsv3.RateLimitResponse_OK, 14, hour, 1})
+	expectCompat(t, "key5 over", ask(2, 2), rlsv3.RateLimitResponse_OVER_LIMIT, compatWant{rlsv3.RateLimitResponse_OK, 15, hour, 2}, compatWant{rlsv3.RateLimitResponse_OVER_LIMIT, 14, hour, 0})
+	expectCompat(t, "key5 checked, key4 fits", ask(1, 0), rlsv3.RateLimitResponse_OVER_LIMIT, compatWant{rlsv3.RateLimitResponse_OK, 15, hour, 2}, compatWant{rlsv3.RateLimitResponse_OVER_LIMIT, 14, hour, 0})
+	expectCompat(t, "key4 uncharged", ask(2, -1), rlsv3.RateLimitResponse_OK, compatWant{rlsv3.RateLimitResponse_OK, 15, hour, 0})
 }
