@@ -37,6 +37,7 @@ type storeCall struct {
 type decided struct {
 	version    *bucket.Version
 	cost       int64
+	charge     store.Charge
 	result     store.Result
 	key        int32 // the key's number in recorder.keys, -1 if none
 	start, end int   // the key in storeCall.keys
@@ -65,7 +66,7 @@ func (r *recorder) Decide(ctx context.Context, req *store.Request, results []sto
 	for i, it := range req.Items {
 		start := len(c.keys)
 		c.keys = append(c.keys, it.Key...)
-		c.items = append(c.items, decided{version: it.Version, cost: it.Cost, result: results[i], key: r.key(it.Key), start: start, end: len(c.keys)})
+		c.items = append(c.items, decided{version: it.Version, cost: it.Cost, charge: it.Charge, result: results[i], key: r.key(it.Key), start: start, end: len(c.keys)})
 	}
 	return out, nil
 }

@@ -75,7 +75,10 @@ func check(t *testing.T, got map[string]RuleResult, want ...RuleResult) {
 		t.Errorf("%d rules decided, want %d: %+v", len(got), len(want), got)
 	}
 	for _, w := range want {
-		if g := got[w.Rule]; !reflect.DeepEqual(g, w) {
+		g := got[w.Rule]
+		// The counts of every rule; those of tokens apart (tokens).
+		g.Charge, g.Unlimited, g.Checks, g.InDebt, g.Reports, g.Charged, g.Forgiven, g.Lowest = 0, false, 0, 0, 0, 0, 0, 0
+		if !reflect.DeepEqual(g, w) {
 			t.Errorf("rule %s:\n got %+v\nwant %+v", w.Rule, g, w)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/service"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
@@ -79,7 +80,7 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 		s.rec.keys = make(map[string]int32, len(opts.Follow))
 		for i, b := range opts.Follow {
 			s.rec.keys[b.key] = int32(i)
-			s.result.Buckets = append(s.result.Buckets, &Bucket{Domain: b.Domain, Rule: b.Rule, Capacity: b.Capacity, key: b.key})
+			s.result.Buckets = append(s.result.Buckets, &Bucket{Domain: b.Domain, Rule: b.Rule, Capacity: b.Capacity, MaxDebt: b.MaxDebt, key: b.key})
 		}
 	case opts.CountBuckets:
 		s.rec.keys, s.rec.grow = map[string]int32{}, true
@@ -87,10 +88,12 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 	order := 0
 	for _, d := range pol.Domains() {
 		for _, r := range pol.Rules(d) {
-			s.byRule[r] = &RuleResult{Domain: d, Rule: r.Name, Shadow: r.Shadow, FirstDry: -1, order: order}
+			rr := &RuleResult{Domain: d, Rule: r.Name, Shadow: r.Shadow, Charge: r.Charge, Unlimited: r.Unlimited, FirstDry: -1, order: order}
+			s.byRule[r] = rr
 			order++
 			if !r.Unlimited {
 				s.byVersion[r.Version] = r
+				rr.Lowest = r.Version.Params.Capacity()
 			}
 		}
 	}
@@ -139,6 +142,12 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 	if !overall {
 		res.OverLimit++
 	}
+	// The enforced call charged its gates when the store allowed them,
+	// unless a descriptor was refused before the store (then it asked
+	// for nothing but the reports): an OVER_LIMIT answer alone does not
+	// say, since a report or an every_hit hit left in debt answers
+	// OVER_LIMIT on a request whose other descriptors were charged.
+	charged := overall || !refusedBefore(d)
 	var calls [2]*storeCall // enforced, shadow
 	for i := range s.rec.calls {
 		c := &s.rec.calls[i]
@@ -179,12 +188,13 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 			rr.add(at, outcomeRefused)
 			continue
 		}
-		o := classify(it, c.out.Allowed && (r.Shadow || overall))
+		o := classify(it, c.out.Allowed && (r.Shadow || charged))
 		rr.add(at, o)
-		if rr.FirstDry < 0 && it.result.Remaining < r.Cost {
+		rr.tally(it, o, d.Verdicts[i].Cost, c.out.Replayed)
+		if rr.FirstDry < 0 && it.result.Remaining < dryBelow(r) {
 			rr.FirstDry = at
 		}
-		s.bucket(at, it, r, req, i)
+		s.bucket(at, it, r, req, i, c.out.Replayed)
 	}
 }
 
@@ -207,15 +217,29 @@ func (s *Simulator) rule(c *storeCall) *policy.Rule {
 	return s.byVersion[c.items[0].version]
 }
 
+// refusedBefore says whether an enforced descriptor of d was refused, so
+// that the service asked its store for nothing but the reports.
+func refusedBefore(d *service.Decision) bool {
+	for i := range d.Verdicts {
+		if v := &d.Verdicts[i]; v.Result == service.ResultRefused && !v.Rule.Shadow {
+			return true
+		}
+	}
+	return false
+}
+
 // classify is one item's outcome; whole says whether its whole request
-// (its batch, and for an enforced rule the answer) was allowed.
+// (its batch, and for an enforced rule the answer) was allowed. A report
+// (an every_hit rule's hits too) is charged whatever the rest of its
+// request says, so it is never blocked: its own answer says whether it
+// left its bucket in debt.
 func classify(it *decided, whole bool) outcome {
 	switch {
 	case it.result.Never:
 		return outcomeRefused
 	case !it.result.Allowed:
 		return outcomeRejected
-	case !whole:
+	case !whole && it.charge != store.Report:
 		return outcomeBlocked
 	case it.cost < 0:
 		return outcomeRefund
@@ -223,9 +247,19 @@ func classify(it *decided, whole bool) outcome {
 	return outcomeAllowed
 }
 
-// bucket counts a decision of a bucket, or records the tokens of a
-// followed one.
-func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, i int) {
+// dryBelow is the whole tokens a bucket of r needs to let a request of
+// the rule through: its cost, or on a post-paid rule what a check needs,
+// a token or its reserve.
+func dryBelow(r *policy.Rule) int64 {
+	if r.Charge == policy.AfterResponse {
+		return max(r.Reserve, 1)
+	}
+	return r.Cost
+}
+
+// bucket counts a decision of a bucket, or records the balance of a
+// followed one (unless replayed: the answer was an earlier one's).
+func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, i int, replayed bool) {
 	switch {
 	case it.key < 0:
 	case s.rec.grow:
@@ -239,7 +273,9 @@ func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, 
 		if b.Label == "" {
 			b.Label = r.KeyString(s.entries(req.Descriptors[i])) // the bucket as explain writes it
 		}
-		b.Tokens = addMin(b.Tokens, at, it.result.Remaining)
+		if !replayed { // a replayed answer is not the bucket's now
+			b.Tokens = addMin(b.Tokens, at, balance(&it.result))
+		}
 	}
 }
 
@@ -259,7 +295,11 @@ func (s *Simulator) Hottest(n int) []*Bucket {
 	out := make([]*Bucket, 0, min(n, len(ids)))
 	for _, id := range ids[:min(n, len(ids))] {
 		r := s.ruleOf[id]
-		out = append(out, &Bucket{Domain: r.Domain, Rule: r.Name, Capacity: r.Version.Params.Capacity(), Decisions: s.counts[id], key: s.rec.names[id]})
+		b := &Bucket{Domain: r.Domain, Rule: r.Name, Capacity: r.Version.Params.Capacity(), Decisions: s.counts[id], key: s.rec.names[id]}
+		if r.PostPaid() {
+			b.MaxDebt = r.Version.Params.MaxDebt()
+		}
+		out = append(out, b)
 	}
 	return out
 }
