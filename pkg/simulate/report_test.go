@@ -38,3 +38,33 @@ edge    per-route       -         -         -        -        -        -        
 		t.Fatalf("got:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
+
+// TestTextPostPaid: beside a post-paid policy the table has the columns
+// of checks, checks in debt, reports, tokens charged and forgiven, and
+// the lowest balance, for either policy: issue 22's calls, pre-paid (the
+// report refused, nothing charged) against post-paid (charged, -4000).
+func TestTextPostPaid(t *testing.T) {
+	prepaid := strings.Replace(postPaidPolicy, "      charge: after_response\n      max_debt: 100000\n", "", 1)
+	trace := header + "0,llm,user=u,0\n0,llm,user=u,5000\n0,llm,user=u,0\n0,llm,client=c,2500\n"
+	res, err := Run(context.Background(), BytesTrace("t.csv", []byte(trace)),
+		[]*policy.Policy{parsePolicy(t, "prepaid.yaml", prepaid), parsePolicy(t, "postpaid.yaml", postPaidPolicy)}, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteText(&buf, "t.csv", res); err != nil {
+		t.Fatal(err)
+	}
+	want := `trace t.csv: 4 requests over 0s
+policy 1 prepaid.yaml: 2 over limit, 0 descriptors without a rule
+policy 2 postpaid.yaml: 3 over limit, 0 descriptors without a rule
+
+                policy 1                                                                                                       policy 2
+domain  rule    allowed   rejected  refused  blocked  refunds  first dry  checks  in debt  reports  charged  forgiven  lowest  allowed  rejected  refused  blocked  refunds  first dry  checks  in debt  reports  charged  forgiven  lowest
+llm     tokens  2         0         1        0        0        -          2       0        0        0        0         1000    1        2         0        0        0        0s         2       1        1        5000     0         -4000
+llm     hits    0         1         0        0        0        0s         0       0        0        2000     500       -1000   0        1         0        0        0        0s         0       0        0        2000     500       -1000
+`
+	if buf.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}

@@ -93,6 +93,8 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 			order++
 			if !r.Unlimited {
 				s.byVersion[r.Version] = r
+			}
+			if r.Version != nil { // not a not_limited or capacity 0 rule
 				rr.Lowest = r.Version.Params.Capacity()
 			}
 		}
