@@ -62,7 +62,8 @@
 // Run replays one trace through several policies in step, each on buckets
 // and a clock of its own (--compare). With RunOptions.Hot it replays the
 // trace a second time to follow the buckets that decided most in the
-// first, recording their fewest tokens per second; WritePNG draws both.
+// first, recording their lowest balance per second (negative in debt);
+// WritePNG draws both.
 //
 // A Simulator is not safe for concurrent use.
 package simulate

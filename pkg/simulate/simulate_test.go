@@ -208,7 +208,7 @@ func TestCompareInStep(t *testing.T) {
 }
 
 // TestHottestBuckets: the buckets with the most decisions are followed,
-// with their fewest tokens per second.
+// with their lowest balance per second.
 func TestHottestBuckets(t *testing.T) {
 	trace := header + lines(12, "0,edge,user=a,") + lines(3, "0,edge,user=b,") + "1,edge,user=b,\n" + lines(2, "3,edge,user=a,") + "3,edge,path=/p,\n"
 	res, err := Run(context.Background(), BytesTrace("t.csv", []byte(trace)), []*policy.Policy{parsePolicy(t, "p.yaml", testPolicy)}, RunOptions{Hot: 2})
