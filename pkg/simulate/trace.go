@@ -231,17 +231,23 @@ func (tr *Reader) readJSON(sc *bufio.Scanner, req *Request) error {
 // as it is, a list (one per descriptor of the line's n) as its elements
 // separated by "|", null as empty.
 func jsonHits(raw json.RawMessage, n int) (string, error) {
-	bad := fmt.Errorf(`"hits": %s: want a whole number, or a list of one per descriptor (null for none)`, raw)
-	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '[' {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", nil
+	}
+	bad := func() error {
+		return fmt.Errorf(`"hits": %s: want a whole number, or a list of one per descriptor (null for none)`, raw)
+	}
+	if raw[0] != '[' {
 		var h json.Number
-		if len(raw) > 0 && json.Unmarshal(raw, &h) != nil {
-			return "", bad
+		if json.Unmarshal(raw, &h) != nil {
+			return "", bad()
 		}
 		return h.String(), nil
 	}
 	var hs []*json.Number
 	if err := json.Unmarshal(raw, &hs); err != nil {
-		return "", bad
+		return "", bad()
 	}
 	if len(hs) != n {
 		return "", fmt.Errorf(`"hits": %d values for %d descriptors: want one per descriptor, or a number for all`, len(hs), n)
