@@ -40,6 +40,12 @@ domains:
       reserve_ttl: 10s
 `
 
+// prePaid is postPaidPolicy with its rule tokens charged before the
+// request (and no max_debt), as prepaid.yaml.
+func prePaid(t *testing.T) *policy.Policy {
+	return parsePolicy(t, "prepaid.yaml", strings.Replace(postPaidPolicy, "      charge: after_response\n      max_debt: 100000\n", "", 1))
+}
+
 // runPostPaid replays trace through postPaidPolicy (and, with Hot, follows
 // that many buckets) and returns the result and its rules by name.
 func runPostPaid(t *testing.T, trace string, hot int) (*Result, map[string]*RuleResult) {
@@ -158,13 +164,7 @@ func TestReservations(t *testing.T) {
 // nothing, so the budget is never enforced. Post-paid: the report is
 // charged, the next check refused.
 func TestComparePrePaidPostPaid(t *testing.T) {
-	prepaid := strings.Replace(postPaidPolicy, "      charge: after_response\n      max_debt: 100000\n", "", 1)
-	trace := header + "0,llm,user=u,0\n0,llm,user=u,5000\n0,llm,user=u,0\n"
-	res, err := Run(context.Background(), BytesTrace("t.csv", []byte(trace)),
-		[]*policy.Policy{parsePolicy(t, "prepaid.yaml", prepaid), parsePolicy(t, "postpaid.yaml", postPaidPolicy)}, RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runPolicies(t, header+"0,llm,user=u,0\n0,llm,user=u,5000\n0,llm,user=u,0\n", prePaid(t), parsePolicy(t, "postpaid.yaml", postPaidPolicy))
 	pre, post := res[0].Rules[0], res[1].Rules[0]
 	if got, want := counts(pre), "allowed 2 rejected 0 refused 1 blocked 0 refunds 0; checks 2 in debt 0 reports 0; charged 0 forgiven 0 lowest 1000"; got != want {
 		t.Errorf("pre-paid:\n got %s\nwant %s", got, want)

@@ -14,15 +14,7 @@ import (
 func TestTextSideBySide(t *testing.T) {
 	other := strings.Replace(testPolicy, "name: per-path", "name: per-route", 1)
 	trace := header + lines(4, "0,edge,user=a|path=/x,") + "2.5,edge,probe=p,\n"
-	res, err := Run(context.Background(), BytesTrace("t.csv", []byte(trace)),
-		[]*policy.Policy{parsePolicy(t, "a.yaml", testPolicy), parsePolicy(t, "b.yaml", other)}, RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := WriteText(&buf, "t.csv", res); err != nil {
-		t.Fatal(err)
-	}
+	got := textOf(t, runPolicies(t, trace, parsePolicy(t, "a.yaml", testPolicy), parsePolicy(t, "b.yaml", other)))
 	want := `trace t.csv: 5 requests over 2.5s
 policy 1 a.yaml: 1 over limit, 0 descriptors without a rule
 policy 2 b.yaml: 1 over limit, 0 descriptors without a rule
@@ -34,8 +26,8 @@ edge    per-path        3         1         0        0        0        0s       
 edge    watch (shadow)  1         0         0        0        0        -          1        0         0        0        0        -
 edge    per-route       -         -         -        -        -        -          3        1         0        0        0        0s
 `
-	if buf.String() != want {
-		t.Fatalf("got:\n%s\nwant:\n%s", buf.String(), want)
+	if got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
 }
 
@@ -44,17 +36,8 @@ edge    per-route       -         -         -        -        -        -        
 // the lowest balance, for either policy: issue 22's calls, pre-paid (the
 // report refused, nothing charged) against post-paid (charged, -4000).
 func TestTextPostPaid(t *testing.T) {
-	prepaid := strings.Replace(postPaidPolicy, "      charge: after_response\n      max_debt: 100000\n", "", 1)
 	trace := header + "0,llm,user=u,0\n0,llm,user=u,5000\n0,llm,user=u,0\n0,llm,client=c,2500\n"
-	res, err := Run(context.Background(), BytesTrace("t.csv", []byte(trace)),
-		[]*policy.Policy{parsePolicy(t, "prepaid.yaml", prepaid), parsePolicy(t, "postpaid.yaml", postPaidPolicy)}, RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := WriteText(&buf, "t.csv", res); err != nil {
-		t.Fatal(err)
-	}
+	got := textOf(t, runPolicies(t, trace, prePaid(t), parsePolicy(t, "postpaid.yaml", postPaidPolicy)))
 	want := `trace t.csv: 4 requests over 0s
 policy 1 prepaid.yaml: 2 over limit, 0 descriptors without a rule
 policy 2 postpaid.yaml: 3 over limit, 0 descriptors without a rule
@@ -64,7 +47,27 @@ domain  rule    allowed   rejected  refused  blocked  refunds  first dry  checks
 llm     tokens  2         0         1        0        0        -          2       0        0        0        0         1000    1        2         0        0        0        0s         2       1        1        5000     0         -4000
 llm     hits    0         1         0        0        0        0s         0       0        0        2000     500       -1000   0        1         0        0        0        0s         0       0        0        2000     500       -1000
 `
-	if buf.String() != want {
-		t.Fatalf("got:\n%s\nwant:\n%s", buf.String(), want)
+	if got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// runPolicies replays the CSV trace through pols side by side.
+func runPolicies(t *testing.T, trace string, pols ...*policy.Policy) []*Result {
+	t.Helper()
+	res, err := Run(context.Background(), BytesTrace("t.csv", []byte(trace)), pols, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// textOf is WriteText of res, for trace t.csv.
+func textOf(t *testing.T, res []*Result) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := WriteText(&buf, "t.csv", res); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
 }
