@@ -3,6 +3,7 @@ package simulate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -70,4 +71,31 @@ func textOf(t *testing.T, res []*Result) string {
 		t.Fatal(err)
 	}
 	return buf.String()
+}
+
+// TestJSONPostPaid: the JSON report has every rule's charge, checks,
+// checks in debt, reports, tokens charged and forgiven and lowest balance
+// (null for an unlimited rule, which has no bucket).
+func TestJSONPostPaid(t *testing.T) {
+	pol := parsePolicy(t, "p.yaml", strings.Replace(postPaidPolicy, "domains:\n  llm:\n", "domains:\n  llm:\n    - name: free\n      match: [{key: tier, value: free}]\n      unlimited: true\n", 1))
+	res := runPolicies(t, header+"0,llm,client=c,0\n0,llm,client=c,2500\n0,llm,client=c,0\n0,llm,tier=free,\n", pol)
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, res); err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(buf.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rules) != 2 {
+		t.Fatalf("rules %+v", rep.Rules)
+	}
+	free, hits := rep.Rules[0], rep.Rules[1]
+	if free.Rule != "free" || free.Charge != "unlimited" || free.Lowest != nil || free.Allowed != 1 {
+		t.Errorf("free: %+v", free)
+	}
+	if hits.Rule != "hits" || hits.Charge != "every_hit" || hits.Checks != 2 || hits.InDebt != 1 || hits.Reports != 0 ||
+		hits.Charged != 2000 || hits.Forgiven != 500 || hits.Lowest == nil || *hits.Lowest != -1000 || hits.Rejected != 2 || hits.Allowed != 1 {
+		t.Errorf("hits: %+v", hits)
+	}
 }
