@@ -282,10 +282,10 @@ func candidateFixture(t *testing.T, live, cand *policy.Policy) (*fixture, *candi
 	return f, tr, cm
 }
 
-// budgetPolicy is a budget on user_id of capacity tokens an hour, charged
+// chargedBudget is a budget on user_id of capacity tokens an hour, charged
 // as charge says ("" for before the request), with more of its fields
 // (YAML lines) if any.
-func budgetPolicy(t *testing.T, capacity, charge string, more ...string) *policy.Policy {
+func chargedBudget(t *testing.T, capacity, charge string, more ...string) *policy.Policy {
 	t.Helper()
 	src := "request_id_key: request_id\ndomains:\n  edge:\n    - name: tokens\n      match: [{key: user_id}]\n      capacity: " + capacity + "\n      refill: " + capacity + "/h\n"
 	if charge != "" {
@@ -318,11 +318,11 @@ func TestCandidatePostPaid(t *testing.T) {
 		reportsLive      uint64 // of the rule's decisions, reports
 		reportsCandidate uint64
 	}{
-		{"live pre-paid, candidate post-paid", budgetPolicy(t, "2000", ""), budgetPolicy(t, "1000", "after_response"),
+		{"live pre-paid, candidate post-paid", chargedBudget(t, "2000", ""), chargedBudget(t, "1000", "after_response"),
 			metrics.LiveAllowedCandidateRejected, 0, 1},
-		{"live post-paid, candidate pre-paid", budgetPolicy(t, "1000", "after_response"), budgetPolicy(t, "2000", ""),
+		{"live post-paid, candidate pre-paid", chargedBudget(t, "1000", "after_response"), chargedBudget(t, "2000", ""),
 			metrics.LiveRejectedCandidateAllowed, 1, 0},
-		{"live post-paid, candidate every_hit", budgetPolicy(t, "1000", "after_response"), budgetPolicy(t, "2000", "every_hit"),
+		{"live post-paid, candidate every_hit", chargedBudget(t, "1000", "after_response"), chargedBudget(t, "2000", "every_hit"),
 			metrics.LiveRejectedCandidateAllowed, 1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -366,7 +366,7 @@ func TestCandidatePostPaid(t *testing.T) {
 // settles a's 400 (300 back: 500), so d's check holds 400 again; the live
 // budget was never charged by the candidate.
 func TestCandidateReservations(t *testing.T) {
-	f, tr, cm := candidateFixture(t, budgetPolicy(t, "1000", ""), budgetPolicy(t, "1000", "after_response", "reserve: 400"))
+	f, tr, cm := candidateFixture(t, chargedBudget(t, "1000", ""), chargedBudget(t, "1000", "after_response", "reserve: 400"))
 	check := func(id string) *rlsv3.RateLimitResponse {
 		return f.call(t, 0, descr("request_id", id), hits(descr("user_id", "u"), 0))
 	}
