@@ -38,7 +38,7 @@ func loadCandidate(ctx context.Context, s settings, clk clock.Clock, reg prometh
 	m := metrics.NewCandidate(reg)
 	clog := log.With(slog.String("policy", "candidate"))
 	w, err := watch.New(watch.Options{
-		Path: s.CandidatePolicy, Clock: clk, Compiler: newCompiler(s), Logger: clog, Optional: true,
+		Path: s.CandidatePolicy, Clock: clk, Compiler: newCompiler(s, clk), Logger: clog, Optional: true,
 		OnReload: func(r watch.Result, p *policy.Policy, _ error) {
 			m.Reloads.WithLabelValues(string(r)).Inc()
 			switch r {

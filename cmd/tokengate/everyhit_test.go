@@ -146,7 +146,7 @@ func TestReferenceChargeSetting(t *testing.T) {
 		t.Fatalf("--reference-charge after_response: %v", err)
 	}
 	t.Setenv("TOKENGATE_REFERENCE_CHARGE", "before_request")
-	if s, err := loadSettings(nil); err != nil || !newCompiler(s).ReferencePrepaid {
+	if s, err := loadSettings(nil); err != nil || !newCompiler(s, nil).ReferencePrepaid {
 		t.Fatalf("TOKENGATE_REFERENCE_CHARGE=before_request: %v, %+v", err, s)
 	}
 }

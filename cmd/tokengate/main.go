@@ -6,7 +6,7 @@
 //	                                            show which rule a descriptor matches
 //	tokengate explain --policy FILE --front-door forward_auth --header X-User=alice --path /api/x
 //	                                            show the descriptors a front door builds
-//	tokengate simulate --policy FILE --trace FILE [--plot OUT.png] [--format text|json] [--compare FILE2]
+//	tokengate simulate --policy FILE --trace FILE [--plot OUT.png] [--format text|json] [--compare FILE2] [--start RFC3339]
 //	                                            replay a trace through a policy offline
 //	tokengate import [-o FILE] [--on-store-error MODE] FILE|DIR
 //	                                            write an envoyproxy/ratelimit config as a native policy

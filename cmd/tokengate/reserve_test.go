@@ -25,7 +25,7 @@ func TestRedisRefusesReserve(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("start with --store redis: %v, want an error containing %s", err, want)
 	}
-	p, err := newCompiler(settings{Store: "memory"}).Compile(path, []byte(reserveRule), nil, 0)
+	p, err := newCompiler(settings{Store: "memory"}, nil).Compile(path, []byte(reserveRule), nil, 0)
 	if err != nil || !p.Rule("llm", "tokens").Reserves() {
 		t.Fatalf("the memory store's compiler: %v", err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -105,9 +104,13 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	if err != nil {
 		return err
 	}
+	quotas, err := startRLQS(ctx, s, current, st.store, reg, clk, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(server.Options{
 		GRPCAddr: s.GRPCAddr, HTTPAddr: s.HTTPAddr, Metrics: m, Gatherer: reg,
-		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(),
+		RateLimit: doors.RateLimit(svc), Authorization: doors.ExtAuthz(), ForwardAuth: doors.ForwardAuth(), RateLimitQuota: quotas, RateLimitQuotaView: quotas.Handler(),
 		Policy: current, Candidate: cand.handler(), Store: st.health, ReadyRequiresStore: s.ReadyRequiresStore, Ready: allReady(src.ready, st.ready), TLS: grpcTLS,
 		Pprof: s.Pprof, ShutdownTimeout: s.ShutdownTimeout, Logger: log, Clock: clk, GRPCMaxRecvBytes: s.GRPCMaxRecvBytes,
 		DebugAddr: s.DebugAddr, MetricsListener: s.metricsListener(),
@@ -157,7 +160,7 @@ type policySource struct {
 // the xDS server, or compiles the built-in policy when neither is given.
 // Every policy of the process is compiled by one Compiler.
 func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (policySource, error) {
-	compiler := newCompiler(s)
+	compiler := newCompiler(s, clk)
 	switch {
 	case s.XDS.Server != "":
 		c, err := loadXDS(ctx, s, compiler, clk, m, log)
@@ -189,30 +192,6 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 		}
 	}()
 	return policySource{current: w.Current, file: w}, nil
-}
-
-// errReserveRedis refuses a reserve rule on the Redis store, which does
-// not hold reservations yet (it refuses their items, pkg/store/redis).
-var errReserveRedis = errors.New("reserve: reservations need --store memory for now (the Redis store does not hold them yet)")
-
-// newCompiler is a Compiler for the policies of the process: rules that
-// name no on_store_error answer --on-store-error, the reference's files
-// charge as --reference-charge says; with --store redis, a policy with a
-// reserve rule is refused as an invalid one is, so that tokengate does not
-// start with it and a reload to it keeps the last good policy.
-func newCompiler(s settings) *policy.Compiler {
-	mode, _ := s.storeErrorMode()                     // checked with the settings
-	prepaid, _ := referencePrepaid(s.ReferenceCharge) // checked with the settings
-	c := &policy.Compiler{OnStoreError: &mode, ReferencePrepaid: prepaid}
-	if s.Store == "redis" {
-		c.Unsupported = func(r *policy.Rule) error {
-			if r.Reserves() {
-				return errReserveRedis
-			}
-			return nil
-		}
-	}
-	return c
 }
 
 // reloaded counts a policy load, and a failure's reason, and exports the

@@ -67,6 +67,7 @@ type settings struct {
 	Redis                 redisSettings   // the other --redis-* settings (redis.go)
 	XDS                   xdsSettings     // --xds-* (xds.go)
 	GRPCTLS               grpcTLSSettings // --grpc-tls-* (xds.go)
+	RLQS                  rlqsSettings    // --rlqs-* (rlqs.go)
 	// CandidatePolicy is decided beside Policy, never answering
 	// (candidate.go).
 	CandidatePolicy string
@@ -364,6 +365,9 @@ func (s settings) check() error {
 		return err
 	}
 	if err := s.XDS.check(s.Policy); err != nil {
+		return err
+	}
+	if err := s.RLQS.check(); err != nil {
 		return err
 	}
 	if err := s.GRPCTLS.check(); err != nil {

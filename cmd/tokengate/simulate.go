@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/simulate"
 )
 
 // simulateCmd is `tokengate simulate --policy FILE --trace FILE [--plot
-// OUT.png] [--format text|json] [--compare FILE2]`: it replays a trace
-// through the decision path on a simulated clock (package simulate).
+// OUT.png] [--format text|json] [--compare FILE2] [--start RFC3339]`: it
+// replays a trace through the decision path on a simulated clock (package
+// simulate).
 func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("simulate", pflag.ContinueOnError)
 	file := fs.String("policy", "", "the policy file or directory, in either format, to replay the trace through (required)")
@@ -25,6 +28,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	compare := fs.String("compare", "", "a second policy file or directory, replayed side by side with --policy")
 	maxBuckets := fs.Int("max-buckets", simulate.DefaultMaxBuckets, "the memory store's bucket cap, as tokengate serve's --max-buckets")
 	hot := fs.Int("hot", 3, "with --plot: how many of the hottest buckets of each policy to draw")
+	start := fs.String("start", "", "the wall time of the trace's t=0, RFC3339 (2026-03-28T12:00:00+01:00), where calendar budgets' periods are counted from (default 1970-01-01T00:00:00Z)")
 	if err := parseFlags(fs, args); err != nil {
 		return withNotes(err, simulateNotes)
 	}
@@ -36,14 +40,26 @@ func simulateCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 	case *format != "text" && *format != "json":
 		return fmt.Errorf("simulate: --format %q: want text or json", *format)
 	}
+	var anchor clock.Anchor
+	if *start != "" {
+		t, err := time.Parse(time.RFC3339Nano, *start)
+		if err != nil {
+			return fmt.Errorf("simulate: --start %q: want an RFC 3339 time, such as 2026-03-28T12:00:00+01:00", *start)
+		}
+		anchor = clock.AnchorAt(t, 0)
+	}
 	files := []string{*file}
 	if *compare != "" {
 		files = append(files, *compare)
 	}
 	pols := make([]*policy.Policy, len(files))
 	for i, f := range files {
-		var err error
-		if pols[i], err = readPolicy(f); err != nil {
+		pf, err := policy.ReadFiles(f)
+		if err == nil {
+			// The trace's t=0 is the simulated clock's reading 0.
+			pols[i], err = (&policy.Compiler{Anchor: anchor}).CompileFiles(f, pf, nil, 0)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -77,7 +77,7 @@ func TestOnStoreErrorSetting(t *testing.T) {
 // for the one that names it.
 func wantModes(t *testing.T, s settings, want policy.StoreErrorMode) {
 	t.Helper()
-	p, err := newCompiler(s).CompileFiles("dir", storeErrorFiles, nil, 0)
+	p, err := newCompiler(s, nil).CompileFiles("dir", storeErrorFiles, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

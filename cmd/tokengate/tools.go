@@ -13,6 +13,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/frontdoor/spec"
 	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/rlqs"
 )
 
 // validate is `tokengate validate FILE|DIR`: a policy file or a directory
@@ -30,7 +31,20 @@ func validate(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return policy.ValidateFiles(stdout, path, files)
+	if err := policy.ValidateFiles(stdout, path, files); err != nil {
+		return err
+	}
+	// What RLQS, whose BucketIds have no order, meets differently.
+	p, err := policy.ParseFiles(path, files)
+	if err != nil {
+		return err
+	}
+	for _, note := range rlqs.Reach(p) {
+		if _, err := fmt.Fprintln(stdout, note); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readPolicy compiles the policy file or directory at path, in either
@@ -51,6 +65,7 @@ func explain(args []string, stdout io.Writer) error {
 	file := fs.String("policy", "", "policy file or directory, in either format (default: the built-in policy)")
 	domain := fs.String("domain", "", "the Envoy rate_limit domain (required without --front-door)")
 	door := fs.String("front-door", "", "explain a request to a front door: ext_authz or forward_auth")
+	quota := fs.Bool("rlqs", false, "the key=value entries are an RLQS BucketId (Envoy's rate_limit_quota filter), in any order: the rule it reaches and the assignment it gets")
 	var a spec.Attributes
 	fs.StringVar(&a.RemoteAddress, "remote-address", "", "with --front-door: the client address (after trusted_proxy_hops)")
 	fs.StringVar(&a.Method, "method", "", "with --front-door: the request method")
@@ -68,6 +83,9 @@ func explain(args []string, stdout io.Writer) error {
 	}
 	if *door == "" && *domain == "" {
 		return errors.New("explain: --domain is required")
+	}
+	if *door != "" && *quota {
+		return errors.New("explain: --rlqs explains a BucketId, not a request to a front door")
 	}
 	var entries []policy.Entry
 	if *door == "" {
@@ -87,10 +105,22 @@ func explain(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var assignment string
+	if *quota {
+		id := make(map[string]string, len(entries))
+		for _, e := range entries {
+			id[e.Key] = e.Value
+		}
+		if entries, assignment, err = rlqs.Explain(p, *domain, id); err != nil {
+			return fmt.Errorf("explain: --rlqs: %w", err)
+		}
+	}
 	if *door == "" {
 		e := p.Explain(*domain, entries)
 		hashKeys(keys, e)
-		_, err = fmt.Fprintln(stdout, e)
+		if _, err = fmt.Fprintln(stdout, e); err == nil && *quota {
+			_, err = fmt.Fprintln(stdout, "rlqs: "+assignment)
+		}
 		return err
 	}
 	hs := cliHeaders{}
@@ -126,6 +156,8 @@ const explainExamples = `examples:
         the rule the descriptor matches, its bucket key and cost
   tokengate explain --key-hash-secret-file /etc/tokengate/key-hash-secret --domain edge user_id=alice
         the same, with the bucket's hashed key: the key in Envoy's metadata and the decision log
+  tokengate explain --rlqs --domain edge path=/api/search user_id=alice
+        the rule an RLQS BucketId reaches, in any order, and the assignment Envoy gets
   tokengate explain --policy policy.yaml --front-door forward_auth --header X-User=alice --path /api/x
         the descriptors forward_auth builds for that request and the rule each one hits
 `

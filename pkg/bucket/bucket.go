@@ -22,6 +22,20 @@ func NewParams(capacity int64, rate Rate) (Params, error) {
 	return Params{capacity: capacity, rate: rate}, nil
 }
 
+// NewBudget validates the capacity of a bucket that never refills: a
+// calendar budget's for one period, whole again only as a new bucket (the
+// next period's). Its Rate is the zero Rate; a balance has no fraction,
+// and a wait for tokens it lacks is MaxDuration.
+func NewBudget(capacity int64) (Params, error) {
+	if capacity <= 0 || capacity > MaxCapacity {
+		return Params{}, fmt.Errorf("budget %d out of range [1, %d]", capacity, int64(MaxCapacity))
+	}
+	return Params{capacity: capacity}, nil
+}
+
+// Refills reports whether the bucket refills: false for NewBudget's.
+func (p Params) Refills() bool { return !p.rate.IsZero() }
+
 // Capacity is the most tokens the bucket holds (its burst).
 func (p Params) Capacity() int64 { return p.capacity }
 
@@ -80,6 +94,9 @@ func (p Params) Refill(s State, now int64) State {
 	if s.Tokens >= p.capacity {
 		s.Tokens, s.Frac = p.capacity, 0
 		return s
+	}
+	if p.rate.n == 0 {
+		return s // a budget: nothing comes back
 	}
 	gain := mul64(elapsed, uint64(p.rate.n)).add64(uint64(s.Frac))
 	room := mul64(uint64(p.capacity-s.Tokens), uint64(p.rate.per))
@@ -173,6 +190,9 @@ func since(d, at, now int64) int64 {
 func (p Params) until(s State, want int64) int64 {
 	if s.Tokens >= want {
 		return 0
+	}
+	if p.rate.n == 0 {
+		return MaxDuration // a budget: never
 	}
 	missing := mul64(uint64(want-s.Tokens), uint64(p.rate.per)).sub(u128{lo: uint64(s.Frac)})
 	return missing.ceilDiv(uint64(p.rate.n))

@@ -128,3 +128,44 @@ func must(p Params, err error) Params {
 	}
 	return p
 }
+
+// TestBudgetNeverRefills: a budget's bucket gains nothing with time, a
+// wait for what it lacks is MaxDuration, and its conversions keep whole
+// tokens.
+func TestBudgetNeverRefills(t *testing.T) {
+	p, err := NewBudget(100)
+	if err != nil || p.Refills() {
+		t.Fatal(err, p.Refills())
+	}
+	if _, err := NewBudget(0); err == nil {
+		t.Error("a budget of 0 is accepted")
+	}
+	s, r := p.Decide(p.Full(0), 0, 60)
+	if !r.Allowed || s.Tokens != 40 {
+		t.Fatalf("charge 60: %+v %+v", s, r)
+	}
+	year := int64(400 * 24 * 3600 * 1e9)
+	if s = p.Refill(s, year); s.Tokens != 40 || s.Frac != 0 || s.At != year {
+		t.Fatalf("after a long wait: %+v", s)
+	}
+	if _, r = p.Decide(s, year, 41); r.Allowed || r.RetryAfter != MaxDuration || p.UntilFull(s, year) != MaxDuration {
+		t.Errorf("a cost it lacks: %+v, until full %d", r, p.UntilFull(s, year))
+	}
+	d, _ := p.WithMaxDebt(100)
+	s, r = d.Report(s, year, 90)
+	if r.Allowed || s.Tokens != -50 || r.RetryAfter != MaxDuration {
+		t.Errorf("a report into debt: %+v %+v", s, r)
+	}
+	q, _ := NewBudget(250)
+	if got := Transition(State{Tokens: 40, At: 0}, p, q, 0, Scale); got.Tokens != 100 || got.Frac != 0 {
+		t.Errorf("scaled 40/100 to a budget of 250: %+v, want 100", got)
+	}
+	rate, _ := NewRate(1, 3*time.Second)
+	refilling, _ := NewParams(100, rate)
+	if got := Transition(State{Tokens: 10, Frac: 2, At: 0}, refilling, q, 0, Clamp); got.Tokens != 10 || got.Frac != 0 {
+		t.Errorf("a fraction into a budget: %+v, want it rounded down", got)
+	}
+	if got := Transition(State{Tokens: 10, Frac: 2, At: 0}, refilling, q, 0, Scale); got.Tokens != 25 || got.Frac != 0 {
+		t.Errorf("scaled into a budget: %+v, want 25", got)
+	}
+}

@@ -154,8 +154,12 @@ func (r Rate) IsZero() bool { return r.n == 0 }
 func (r Rate) PerSecond() float64 { return float64(r.n) * 1e9 / float64(r.per) }
 
 // String formats the rate in the smallest unit that makes the count whole,
-// in a form ParseRate reads back: "10/s", "40/m" for 1/1500ms, "1/d".
+// in a form ParseRate reads back: "10/s", "40/m" for 1/1500ms, "1/d". The
+// zero Rate (a budget's, NewBudget) is "0", which ParseRate refuses.
 func (r Rate) String() string {
+	if r.IsZero() {
+		return "0"
+	}
 	for _, u := range [...]struct {
 		d    int64
 		name string

@@ -58,6 +58,8 @@ func Transition(s State, from, to Params, at int64, mode ResizeMode) State {
 		s.Tokens, s.Frac = to.capacity, 0
 	case s.Tokens < -to.maxDebt:
 		s.Tokens, s.Frac = -to.maxDebt, 0
+	case s.Frac != 0 && to.rate.n == 0:
+		s.Frac = 0 // a budget has no fraction: rounded down
 	case s.Frac != 0:
 		// Frac/per_old in units of 1/per_new: frac*per_new/per_old < per_new.
 		s.Frac = int64(convertFrac(uint64(s.Frac), uint64(from.rate.per), uint64(to.rate.per)))
@@ -75,6 +77,14 @@ func convertFrac(frac, from, to uint64) uint64 {
 // done in math/big; transitions happen once per bucket per reload, not per
 // request.
 func scaled(s State, from, to Params) State {
+	if from.rate.n == 0 || to.rate.n == 0 {
+		// A budget has no fraction: whole tokens, rounded down.
+		// 0 <= Tokens <= from.capacity, so the quotient is at most
+		// to.capacity: it fits.
+		q, _ := mul64(uint64(s.Tokens), uint64(to.capacity)).divmod(uint64(from.capacity))
+		s.Tokens, s.Frac = int64(q), 0
+		return s
+	}
 	units := new(big.Int).Mul(big.NewInt(s.Tokens), big.NewInt(from.rate.per))
 	units.Add(units, big.NewInt(s.Frac))
 	units.Mul(units, big.NewInt(to.capacity))

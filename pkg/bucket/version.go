@@ -20,8 +20,11 @@ type Version struct {
 	Params   Params     // parameters in force from ActiveAt
 	ActiveAt int64      // monotonic instant the version took effect
 	OnResize ResizeMode // how a balance of the previous version converts
-	prev     *Version   // the version before, nil for the first
-	lineage  *Lineage
+	// Horizon, when not nil, is when the version's buckets expire (a
+	// calendar budget's); set before the version is published.
+	Horizon Horizon
+	prev    *Version // the version before, nil for the first
+	lineage *Lineage
 }
 
 // Lineage ties the versions of one rule together.
@@ -98,4 +101,12 @@ func (v *Version) remembers(id uint64) bool {
 		}
 	}
 	return false
+}
+
+// Horizon ends the life of a version's buckets: a bucket last refilled at
+// the monotonic instant at carries no information from End(at) on (a
+// calendar budget's period is over), so a store may drop it then. End is
+// after at. Implementations are safe for concurrent use.
+type Horizon interface {
+	End(at int64) int64
 }

@@ -67,9 +67,15 @@ func rateLimitHeaders(dec *service.Decision) (hs []header, violated []string) {
 				if len(buf) > spans[part][0] {
 					buf = append(buf, ", "...)
 				}
-				params := r.Version.Params
-				rate := params.Rate()
-				fill := math.Ceil(float64(params.Capacity()) * float64(rate.Per()) / float64(rate.Tokens()) / 1e9)
+				band := &r.Bands[v.Band]
+				params := band.Version.Params
+				var fill float64
+				if b := band.Budget; b != nil {
+					fill = b.Per.Unit().Duration().Seconds() // a calendar budget's window: its period
+				} else {
+					rate := params.Rate()
+					fill = math.Ceil(float64(params.Capacity()) * float64(rate.Per()) / float64(rate.Tokens()) / 1e9)
+				}
 				buf = appendSFString(buf, r.Name)
 				buf = append(buf, ";q="...)
 				buf = strconv.AppendInt(buf, params.Capacity(), 10)

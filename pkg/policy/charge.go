@@ -75,10 +75,10 @@ var notPostPaid = []struct {
 }
 
 // charge reads a limited rule's charge and, for a rule charged below zero,
-// its max_debt (default: the capacity, one burst of debt), refusing the
-// fields that mean nothing on one. It reports whether the rule reads a
-// cost (before_request, every_hit). paramsOK is whether rule.params are
-// valid (limits).
+// its max_debt (default: each band's capacity, one burst of debt),
+// refusing the fields that mean nothing on one. It reports whether the
+// rule reads a cost (before_request, every_hit). paramsOK is whether the
+// rule's bands' params are valid (limits).
 func (r *reader) charge(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool) bool {
 	if !enumField(r, f, a, "charge", ParseCharge, &rule.Charge) {
 		return true
@@ -95,12 +95,16 @@ func (r *reader) charge(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool
 			r.fail(v, a, np.field, fmt.Errorf("not allowed with charge: %s: %s", rule.Charge, np.why))
 		}
 	}
-	r.maxDebt(rule, n, a, rule.params.Capacity(), paramsOK)
+	r.maxDebt(rule, n, a, paramsOK)
 	return rule.Charge == EveryHit
 }
 
-// maxDebt sets the debt bound of a rule charged below zero: n's, else debt.
-func (r *reader) maxDebt(rule *Rule, n *yaml.Node, a at, debt int64, paramsOK bool) {
+// maxDebt bounds the debt of every band of a rule charged below zero by
+// n's max_debt, or when the rule gives none (n nil) by the band's own
+// capacity, failing at n when a bound is out of range. It changes the
+// bands only when paramsOK.
+func (r *reader) maxDebt(rule *Rule, n *yaml.Node, a at, paramsOK bool) {
+	var debt int64
 	if n != nil {
 		var err error
 		if debt, err = integer(n); err != nil {
@@ -108,9 +112,19 @@ func (r *reader) maxDebt(rule *Rule, n *yaml.Node, a at, debt int64, paramsOK bo
 			return
 		}
 	}
-	if p, err := rule.params.WithMaxDebt(debt); err != nil {
-		r.fail(n, a, "max_debt", err)
-	} else if paramsOK {
-		rule.params = p
+	for i := range rule.Bands {
+		b := &rule.Bands[i]
+		d := debt
+		if n == nil {
+			d = b.params.Capacity()
+		}
+		p, err := b.params.WithMaxDebt(d)
+		if err != nil {
+			r.fail(n, a, "max_debt", err)
+			return
+		}
+		if paramsOK {
+			b.params = p
+		}
 	}
 }

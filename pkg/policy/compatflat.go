@@ -216,9 +216,11 @@ func (r *reader) flatRule(domainName string, fp flatPath) *Rule {
 		return rule
 	}
 	rate, err := unitRate(l.rpu, l.unit)
+	var p bucket.Params
 	if err == nil {
-		rule.params, err = bucket.NewParams(int64(l.rpu), rate)
+		p, err = bucket.NewParams(int64(l.rpu), rate)
 	}
+	rule.Bands = []Band{{params: p}}
 	if err != nil {
 		r.fail(nil, at{domain: domainName, rule: rule.Name}, "rate_limit", err)
 		r.errs[len(r.errs)-1].Line = leaf.line
@@ -226,10 +228,11 @@ func (r *reader) flatRule(domainName string, fp flatPath) *Rule {
 	}
 	rule.Cost, rule.MaxCost, rule.Charge = 1, int64(l.rpu), r.refCharge
 	if rule.PostPaid() {
-		// Every hit counted, to one window's worth of debt: the bucket is
-		// whole again within two windows.
+		// Every hit counted, to one window's worth of debt (the band's
+		// capacity, requests_per_unit): the bucket is whole again within
+		// two windows.
 		rule.MaxCost = 0
-		r.maxDebt(rule, nil, at{}, int64(l.rpu), true)
+		r.maxDebt(rule, nil, at{}, true)
 	}
 	return rule
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/clock"
 )
 
 // Compiler compiles policy files into Policies whose rules carry parameter
@@ -29,7 +30,11 @@ type Compiler struct {
 	// window's requests_per_unit), as the reference counts. Set it before
 	// the first Compile.
 	ReferencePrepaid bool
-	lastID           atomic.Uint64
+	// Anchor maps the store's clock onto the wall clock, for calendar
+	// budgets (budget.go): taken once when the process starts (its
+	// clock's clock.Monotonic.Anchor). Set it before the first Compile.
+	Anchor clock.Anchor
+	lastID atomic.Uint64
 }
 
 // referenceCharge is how the rules of reference files are charged.
@@ -44,12 +49,17 @@ func (c *Compiler) referenceCharge() Charge {
 // messages) and versions its rules against prev, the policy now serving
 // (nil for the first):
 //
-//   - a rule of prev (same domain and name) whose capacity, refill rate,
-//     debt bound and on_resize are unchanged keeps the same *bucket.Version;
-//   - a changed rule gets prev's version.Next(id, params, now, on_resize);
-//   - a new rule, or one that had no bucket, starts a new lineage;
-//   - rules of prev that are gone (or lost their bucket) are removed when
-//     the new policy is activated.
+//   - each band of a rule (limits.go) versions apart, matched by position
+//     with the same rule of prev (same domain and name): a band whose
+//     capacity, refill rate, debt bound and the rule's on_resize are
+//     unchanged keeps the same *bucket.Version;
+//   - a changed band gets prev's band version.Next(id, params, now,
+//     on_resize): its balances convert under the rule's on_resize;
+//   - a new band (a new rule, one that had no bucket, a position prev's
+//     rule had no band at, or a band whose kind, budget period or time
+//     zone changed) starts a new lineage: its buckets start full;
+//   - bands of prev that are gone (their rule, its bucket or the position)
+//     are removed when the new policy is activated.
 //
 // now is the monotonic instant (the store's clock) from which new versions
 // apply. A file that does not validate, or that has a rule Unsupported
@@ -79,15 +89,21 @@ func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int
 				r.OnStoreError = onStoreError
 			}
 			if r.HasBucket() {
-				r.Version = c.version(r, prev.limited(r.Domain, r.Name), now)
+				c.versions(r, prev.limited(r.Domain, r.Name), now)
 			}
 		}
 	}
 	if prev != nil {
 		for _, name := range prev.names {
 			for _, old := range prev.domains[name].rules {
-				if old.HasBucket() && p.limited(old.Domain, old.Name) == nil {
-					p.removed = append(p.removed, old.Version.Lineage())
+				if !old.HasBucket() {
+					continue
+				}
+				r := p.limited(old.Domain, old.Name)
+				for i, b := range old.Bands {
+					if r == nil || i >= len(r.Bands) || r.Bands[i].Version.Lineage() != b.Version.Lineage() {
+						p.removed = append(p.removed, b.Version.Lineage())
+					}
 				}
 			}
 		}
@@ -118,14 +134,28 @@ func (c *Compiler) supported(p *Policy) error {
 	return nil
 }
 
-func (c *Compiler) version(r, old *Rule, now int64) *bucket.Version {
-	switch {
-	case old == nil:
-		return bucket.NewVersion(c.lastID.Add(1), r.params, now)
-	case old.Version.Params == r.params && old.OnResize == r.OnResize:
-		return old.Version
+// versions sets the version of each band of r, which follows on from the
+// band at the same position of old (nil: none), and r.Version.
+func (c *Compiler) versions(r, old *Rule, now int64) {
+	for i := range r.Bands {
+		b := &r.Bands[i]
+		if b.Budget != nil {
+			b.Budget.anchor = c.Anchor
+		}
+		switch {
+		case old == nil || i >= len(old.Bands) || !sameSchedule(&old.Bands[i], b):
+			b.Version = bucket.NewVersion(c.lastID.Add(1), b.params, now)
+		case old.Bands[i].Version.Params == b.params && old.OnResize == r.OnResize:
+			b.Version = old.Bands[i].Version
+			continue
+		default:
+			b.Version = old.Bands[i].Version.Next(c.lastID.Add(1), b.params, now, r.OnResize)
+		}
+		if b.Budget != nil {
+			b.Version.Horizon = b.Budget
+		}
 	}
-	return old.Version.Next(c.lastID.Add(1), r.params, now, r.OnResize)
+	r.Version = r.Bands[0].Version
 }
 
 // limited returns the limited rule of a domain by name; nil when p is nil
@@ -159,8 +189,8 @@ func Parse(file string, data []byte) (*Policy, error) {
 func (p *Policy) Activate() {
 	for _, d := range p.domains {
 		for _, r := range d.rules {
-			if r.Version != nil {
-				r.Version.Lineage().Publish(r.Version)
+			for _, b := range r.Bands {
+				b.Version.Lineage().Publish(b.Version)
 			}
 		}
 	}

@@ -70,9 +70,12 @@
 //
 // # Versions and reloads
 //
-// Each limited rule carries a *bucket.Version. A Compiler compiles a new
-// file against the policy now serving: unchanged rules keep their version
-// pointer, changed ones get the next version of their lineage, and
+// Each limited rule carries a *bucket.Version per band (Rule.Bands: its
+// limits, limits.go; a calendar budget, budget.go, is a band whose buckets
+// never refill, one per period, its version's Horizon the period's end).
+// A Compiler compiles a new file against the policy now serving: unchanged
+// bands keep their version pointer, changed ones get the next version of
+// their lineage, and
 // Policy.Activate publishes them (and removes the lineages of rules that
 // left) when the new policy starts serving. Stores bring each bucket to its
 // rule's version lazily (bucket.Version.Bring; docs/ARCHITECTURE.md,

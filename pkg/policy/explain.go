@@ -143,22 +143,26 @@ func (e *Explanation) String() string {
 	case r.Deny:
 		b.WriteString("  capacity 0: always OVER_LIMIT, no bucket\n")
 	case r.Charge == AfterResponse:
-		pr := r.Version.Params
-		fmt.Fprintf(&b, "  capacity %d, refill %s, charge %s, max_debt %d, on_resize %s, on_store_error %s\n",
-			pr.Capacity(), pr.Rate(), r.Charge, pr.MaxDebt(), r.OnResize, r.OnStoreError)
+		fmt.Fprintf(&b, "  %s, charge %s, max_debt %s, on_resize %s, on_store_error %s\n",
+			r.bandsString(), r.Charge, r.maxDebtString(), r.OnResize, r.OnStoreError)
 		b.WriteString("  post-paid: a descriptor with its own hits_addend above 0 reports usage (always charged, down to -max_debt);\n" +
 			"  any other checks that a token is left, charging nothing\n")
 		explainReserve(&b, r)
 	case r.Charge == EveryHit:
-		pr := r.Version.Params
-		fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, charge %s, max_debt %d, on_resize %s, on_store_error %s\n",
-			pr.Capacity(), pr.Rate(), r.Cost, r.Charge, pr.MaxDebt(), r.OnResize, r.OnStoreError)
+		fmt.Fprintf(&b, "  %s, cost %d, charge %s, max_debt %s, on_resize %s, on_store_error %s\n",
+			r.bandsString(), r.Cost, r.Charge, r.maxDebtString(), r.OnResize, r.OnStoreError)
 		b.WriteString("  every hit: each descriptor is charged its cost, refused or not, down to -max_debt, and is OVER_LIMIT\n" +
 			"  while the balance is below zero after it (hits_addend 0: a check that charges nothing)\n")
 	default:
-		pr := r.Version.Params
-		fmt.Fprintf(&b, "  capacity %d, refill %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",
-			pr.Capacity(), pr.Rate(), r.Cost, r.MaxCost, r.OnResize, r.OnStoreError)
+		fmt.Fprintf(&b, "  %s, cost %d, max_cost %d, on_resize %s, on_store_error %s\n",
+			r.bandsString(), r.Cost, r.MaxCost, r.OnResize, r.OnStoreError)
+	}
+	switch {
+	case len(r.Bands) <= 1:
+	case r.PostPaid():
+		b.WriteString("  the limits are decided together: a report is charged on every one, and the descriptor is OVER_LIMIT when any one is\n")
+	default:
+		b.WriteString("  the limits are decided together: a descriptor is charged on every one or on none\n")
 	}
 	if r.Limit.Given || r.Limit.Name != r.Name {
 		fmt.Fprintf(&b, "  current_limit: %d per %s, name %q\n", r.Limit.RequestsPerUnit, r.Limit.Unit, r.Limit.Name)
@@ -168,6 +172,10 @@ func (e *Explanation) String() string {
 	}
 	if r.HasBucket() {
 		fmt.Fprintf(&b, "  bucket key: %s\n  bucket key bytes: %q\n", r.KeyString(e.Entries), e.Key)
+		if !r.Plain() {
+			b.WriteString("  (the rule's: each further limit's key is this one followed by \"#\" and its position, 1 for the second;\n" +
+				"  a calendar budget's adds its period and the period's start, so each period is a bucket of its own)\n")
+		}
 		if e.KeyHash != "" {
 			fmt.Fprintf(&b, "  bucket key hash: %s (key in dynamic metadata, the decision log and /debug/candidate)\n", e.KeyHash)
 		} else {

@@ -9,7 +9,6 @@ package policy
 import (
 	"bytes"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -40,6 +39,7 @@ type nativeRule struct {
 	Quota        bool          `yaml:"quota,omitempty"`
 	CurrentLimit *nativeLimit  `yaml:"current_limit,omitempty"`
 	Replaces     []string      `yaml:"replaces,omitempty,flow"`
+	Limits       []nativeBand  `yaml:"limits,omitempty"`
 }
 
 type nativeEntry struct {
@@ -109,19 +109,10 @@ func nativeOf(r *Rule) nativeRule {
 		nr.Capacity = &zero
 		return nr
 	}
-	pr := r.params
-	if r.Version != nil {
-		pr = r.Version.Params
-	}
-	capacity := pr.Capacity()
-	nr.Capacity = &capacity
-	nr.Refill = pr.Rate().String()
-	if per, ok := unitPeriods[r.Limit.Unit]; ok && r.Limit.Given {
-		nr.Refill = strconv.FormatUint(uint64(r.Limit.RequestsPerUnit), 10) + "/" + per
-	}
+	nativeBands(&nr, r)
 	if r.PostPaid() {
 		nr.Charge = r.Charge.String()
-		if debt := pr.MaxDebt(); debt != capacity {
+		if debt, given := r.maxDebtGiven(); given {
 			nr.MaxDebt = &debt
 		}
 		nr.Reserve, nr.ReserveTTL = exportReserve(r)
@@ -129,7 +120,7 @@ func nativeOf(r *Rule) nativeRule {
 	if r.Charge != AfterResponse && r.Cost != 1 {
 		nr.Cost = &r.Cost
 	}
-	if !r.PostPaid() && r.MaxCost != capacity {
+	if !r.PostPaid() && r.MaxCost != r.minCapacity() {
 		nr.MaxCost = &r.MaxCost
 	}
 	if r.OnResize != 0 {

@@ -121,7 +121,10 @@ func sameRate(rule *Rule, rpu uint32, unit Unit) error {
 		}
 		return nil
 	}
-	want := rule.params.Rate()
+	if len(rule.Bands) > 1 {
+		return errors.New("requests_per_unit and unit: not with several limits (each says its own rate; give current_limit only a name)")
+	}
+	want := rule.Bands[0].params.Rate()
 	got, err := unitRate(rpu, unit)
 	if err != nil || got != want {
 		return fmt.Errorf("%d per %s is not the refill rate %s", rpu, unit, want)

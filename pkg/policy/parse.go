@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
@@ -15,10 +14,10 @@ import (
 
 var (
 	topFields   = []string{"revision", "request_id_key", "domains", "front_doors"}
-	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "charge", "max_debt", "reserve", "reserve_ttl", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota"}
+	ruleFields  = []string{"name", "match", "capacity", "refill", "cost", "max_cost", "charge", "max_debt", "reserve", "reserve_ttl", "on_resize", "on_store_error", "shadow", "unlimited", "not_limited", "current_limit", "replaces", "quota", "limits"}
 	entryFields = []string{"key", "value", "shared", "literal", "metric"}
 	// bucketFields only make sense on a rule with a bucket.
-	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "charge", "max_debt", "reserve", "reserve_ttl", "on_resize", "on_store_error", "shadow", "current_limit", "quota"}
+	bucketFields = []string{"capacity", "refill", "cost", "max_cost", "charge", "max_debt", "reserve", "reserve_ttl", "on_resize", "on_store_error", "shadow", "current_limit", "quota", "limits"}
 )
 
 func (r *reader) policy(root *yaml.Node, p *Policy) {
@@ -271,38 +270,13 @@ func (r *reader) match(n *yaml.Node, a at) []Pattern {
 
 // limits reads a limited rule's bucket fields and checks them together.
 func (r *reader) limits(rule *Rule, n *yaml.Node, f map[string]*yaml.Node, a at) {
-	capacity, capOK := r.intField(n, f, a, "capacity", true)
-	if capOK && capacity == 0 {
+	paramsOK, deny := r.bands(rule, n, f, a)
+	if deny {
 		r.deny(rule, f, a)
 		return
 	}
-	var rate bucket.Rate
-	rateOK := false
-	if v := f["refill"]; v == nil {
-		r.fail(n, a, "refill", errors.New("missing (or set unlimited: true)"))
-	} else if s, err := text(v); err != nil {
-		r.fail(v, a, "refill", err)
-	} else if rate, err = bucket.ParseRate(s); err != nil {
-		r.fail(v, a, "refill", err)
-	} else {
-		rateOK = true
-	}
-	paramsOK := false
-	if capOK {
-		// Check the capacity even when the rate is bad, against any valid
-		// rate, so that both are reported.
-		probe := rate
-		if !rateOK {
-			probe, _ = bucket.NewRate(1, time.Second)
-		}
-		params, err := bucket.NewParams(capacity, probe)
-		if err != nil {
-			r.fail(f["capacity"], a, "capacity", err)
-		}
-		rule.params, paramsOK = params, err == nil && rateOK
-	}
 	if r.charge(rule, f, a, paramsOK) {
-		r.costs(rule, n, f, a, capacity, paramsOK)
+		r.costs(rule, n, f, a, rule.minCapacity(), paramsOK)
 	}
 	enumField(r, f, a, "on_resize", bucket.ParseResizeMode, &rule.OnResize)
 	enumField(r, f, a, "on_store_error", ParseStoreErrorMode, &rule.OnStoreError)

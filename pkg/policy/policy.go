@@ -56,8 +56,13 @@ type Rule struct {
 	// as if no rule matched (the reference's replaces).
 	Replaces []string
 	// Version is the rule's parameter version in this policy: capacity and
-	// refill rate (Version.Params), activation instant and lineage.
+	// refill rate (Version.Params), activation instant and lineage. With
+	// several limits it is the first band's (Bands[0].Version).
 	Version *bucket.Version
+	// Bands are the rule's limits (limits.go), at least one on a rule
+	// with a bucket: the shorthand capacity and refill are one band. A
+	// descriptor is charged on every band or on none.
+	Bands []Band
 	// Cost is what a request costs when Envoy sends no hits_addend; 0 for
 	// a rule charged after the response.
 	Cost int64
@@ -87,8 +92,7 @@ type Rule struct {
 	// is over the limit. A shadow rule is never a quota rule.
 	Quota bool
 
-	params bucket.Params // what Version.Params will be, before versioning
-	prefix []byte        // encoded domain and name: the start of every key
+	prefix []byte // encoded domain and name: the start of every key
 	// storeErrorNamed: the rule names its on_store_error; else the
 	// Compiler's default is set when it compiles.
 	storeErrorNamed bool

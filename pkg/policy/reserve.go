@@ -30,9 +30,10 @@ const reserveTTLPattern = `^\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|
 func (r *Rule) Reserves() bool { return r.Reserve > 0 }
 
 // reserve reads a limited rule's reserve and reserve_ttl (limits): only on
-// a post-paid rule that is not shadow, 1 <= reserve <= capacity, and a
-// positive reserve_ttl of at most MaxReserveTTL (default
-// DefaultReserveTTL). paramsOK is whether rule.params are valid.
+// a rule charged after the response that is not shadow, 1 <= reserve <=
+// capacity (the smallest of its limits': a check holds it on every one),
+// and a positive reserve_ttl of at most MaxReserveTTL (default
+// DefaultReserveTTL). paramsOK is whether the bands' params are valid.
 func (r *reader) reserve(rule *Rule, f map[string]*yaml.Node, a at, paramsOK bool) {
 	n, tn := f["reserve"], f["reserve_ttl"]
 	if n == nil {
@@ -42,8 +43,11 @@ func (r *reader) reserve(rule *Rule, f map[string]*yaml.Node, a at, paramsOK boo
 		return
 	}
 	switch {
-	case !rule.PostPaid():
+	case rule.Charge == BeforeRequest:
 		r.fail(n, a, "reserve", errors.New("only with charge: after_response (a rule charged before the request charges its cost at once)"))
+		return
+	case rule.Charge == EveryHit:
+		r.fail(n, a, "reserve", errors.New("only with charge: after_response (a rule charged every hit has no checks: each hit is charged at once)"))
 		return
 	case rule.Shadow:
 		r.fail(n, a, "reserve", errors.New("not allowed with shadow: true (a shadow rule is decided without the request id, so nothing could settle its reservations)"))
@@ -54,8 +58,8 @@ func (r *reader) reserve(rule *Rule, f map[string]*yaml.Node, a at, paramsOK boo
 	case err != nil:
 	case v < 1:
 		err = fmt.Errorf("%d is below 1", v)
-	case paramsOK && v > rule.params.Capacity():
-		err = fmt.Errorf("%d exceeds capacity %d (a check could never hold it)", v, rule.params.Capacity())
+	case paramsOK && v > rule.minCapacity():
+		err = fmt.Errorf("%d exceeds capacity %d (a check could never hold it)", v, rule.minCapacity())
 	}
 	if err != nil {
 		r.fail(n, a, "reserve", err)

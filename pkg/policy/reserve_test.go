@@ -62,10 +62,15 @@ func TestParseReserveErrors(t *testing.T) {
 		{"no request_id_key, other errors", "domains:\n  edge:\n    - name: r\n      match: [{key: user_id}]\n      capacity: -1\n      refill: 1/s\n" + post + "      reserve: 5\n",
 			`policy.yaml:8: domain "edge" rule "r": reserve: needs the policy's request_id_key`},
 		{"pre-paid", rule("      reserve: 5\n"), `policy.yaml:8: domain "edge" rule "r": reserve: only with charge: after_response`},
+		{"every hit", rule("      charge: every_hit\n      reserve: 5\n"), `policy.yaml:9: domain "edge" rule "r": reserve: only with charge: after_response (a rule charged every hit has no checks`},
 		{"shadow", rule(post + "      shadow: true\n      reserve: 5\n"), `policy.yaml:10: domain "edge" rule "r": reserve: not allowed with shadow: true`},
 		{"zero", rule(post + "      reserve: 0\n"), `policy.yaml:9: domain "edge" rule "r": reserve: 0 is below 1`},
 		{"above capacity", rule(post + "      reserve: 11\n"), `policy.yaml:9: domain "edge" rule "r": reserve: 11 exceeds capacity 10`},
 		{"not a number", rule(post + "      reserve: some\n"), `reserve: want a whole number, got "some"`},
+		// Held on every limit, so the smallest must hold it.
+		{"above a limit's capacity", "request_id_key: rid\ndomains:\n  edge:\n    - name: r\n      match: [{key: user_id}]\n" + post +
+			"      limits:\n        - {capacity: 100, refill: 100/m}\n        - {budget: 20, per: day}\n      reserve: 30\n",
+			`policy.yaml:10: domain "edge" rule "r": reserve: 30 exceeds capacity 20`},
 		{"ttl without reserve", rule(post + "      reserve_ttl: 1m\n"), `policy.yaml:9: domain "edge" rule "r": reserve_ttl: only with reserve`},
 		{"ttl not a duration", rule(post + "      reserve: 5\n      reserve_ttl: soon\n"), `policy.yaml:10: domain "edge" rule "r": reserve_ttl: time: invalid duration "soon"`},
 		{"ttl zero", rule(post + "      reserve: 5\n      reserve_ttl: 0s\n"), `reserve_ttl: 0s is out of range (0, 24h0m0s]`},

@@ -63,6 +63,8 @@ var topSchema = map[string]fieldSchema{
 	"front_doors": {typ: []string{"object"}, desc: "How requests that arrive without descriptors (ext_authz, forward-auth) become descriptors: docs/front-doors.md. This schema does not describe its fields; `tokengate validate` checks them."},
 }
 
+const refillDesc = "N/unit or N/duration: 10/s, 600/m, 600/minute, 5000/h, 1/d, 1/1500ms, 7/3s, 1/2days. N is whole: half a token a second is 1/2s."
+
 var ruleSchema = map[string]fieldSchema{
 	"name": {typ: scalarTypes, desc: "Unique within the domain; shown in metrics and current_limit."},
 	"match": {typ: []string{"array"}, desc: "The descriptor's entries, in order: a descriptor matches when it has exactly these keys, in this order, with accepted values.",
@@ -71,7 +73,7 @@ var ruleSchema = map[string]fieldSchema{
 			return map[string]any{"items": entry}, err
 		}},
 	"capacity":       {typ: []string{"integer"}, desc: "The burst, in tokens; required unless unlimited or not_limited. 0: the rule denies everything."},
-	"refill":         {typ: []string{"string"}, pattern: RatePattern, desc: "N/unit or N/duration: 10/s, 600/m, 600/minute, 5000/h, 1/d, 1/1500ms, 7/3s, 1/2days. N is whole: half a token a second is 1/2s."},
+	"refill":         {typ: []string{"string"}, pattern: RatePattern, desc: refillDesc},
 	"cost":           {typ: []string{"integer"}, desc: "Tokens per request when Envoy sends no hits_addend (default 1)."},
 	"max_cost":       {typ: []string{"integer"}, desc: "Larger requests are refused (default: capacity)."},
 	"charge":         {typ: []string{"string"}, enum: []string{BeforeRequest.String(), AfterResponse.String(), EveryHit.String()}, desc: "When a request is charged: before_request (pre-paid, the default), after_response (post-paid: docs/policy.md, \"Token budgets for LLM traffic\") or every_hit (every cost charged, refused or not, as envoyproxy/ratelimit counts: docs/policy.md, \"Charging every hit\")."},
@@ -91,7 +93,8 @@ var ruleSchema = map[string]fieldSchema{
 		sub: func() (map[string]any, error) {
 			return map[string]any{"items": map[string]any{"type": scalarTypes}}, nil
 		}},
-	"quota": {typ: []string{"boolean"}, desc: "true: refuses a request only together with the request's other quota rules."},
+	"quota":  {typ: []string{"boolean"}, desc: "true: refuses a request only together with the request's other quota rules."},
+	"limits": limitsSchema,
 }
 
 var entrySchema = map[string]fieldSchema{

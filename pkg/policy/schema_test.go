@@ -57,6 +57,7 @@ func TestSchemaCoversFields(t *testing.T) {
 		{"rule", ruleFields, ruleSchema},
 		{"match entry", entryFields, entrySchema},
 		{"current_limit", currentLimitFields, currentLimitSchema},
+		{"limits entry", bandFields, bandSchema},
 	} {
 		var missing, extra []string
 		for _, f := range tc.fields {

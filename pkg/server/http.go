@@ -83,6 +83,9 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /healthcheck", s.healthcheck)
 	mux.HandleFunc("/json", s.jsonRateLimit)
 	mux.HandleFunc("GET /debug/policy", s.debugPolicy)
+	if s.opts.RateLimitQuotaView != nil {
+		mux.Handle("GET /debug/rlqs", s.opts.RateLimitQuotaView)
+	}
 	if s.opts.Candidate != nil {
 		mux.Handle("GET /debug/candidate", s.opts.Candidate)
 	}
@@ -125,6 +128,7 @@ type ruleView struct {
 	Deny         bool     `json:"deny,omitempty"` // capacity 0
 	Capacity     int64    `json:"capacity,omitempty"`
 	Refill       string   `json:"refill,omitempty"`
+	Limits       []string `json:"limits,omitempty"` // a rule of several limits, or a calendar budget: each
 	Cost         int64    `json:"cost,omitempty"`
 	MaxCost      int64    `json:"max_cost,omitempty"`
 	Charge       string   `json:"charge,omitempty"`   // a post-paid rule's: after_response
@@ -145,7 +149,13 @@ func (s *Server) debugPolicy(w http.ResponseWriter, _ *http.Request) {
 				rv.Match = append(rv.Match, m.String())
 			}
 			if r.HasBucket() {
-				rv.Capacity, rv.Refill = r.Version.Params.Capacity(), r.Version.Params.Rate().String()
+				if r.Plain() {
+					rv.Capacity, rv.Refill = r.Version.Params.Capacity(), r.Version.Params.Rate().String()
+				} else {
+					for i := range r.Bands {
+						rv.Limits = append(rv.Limits, r.Bands[i].String())
+					}
+				}
 				rv.Cost, rv.MaxCost = r.Cost, r.MaxCost
 				if r.PostPaid() {
 					debt := r.Version.Params.MaxDebt()

@@ -1,8 +1,10 @@
 // Package server runs tokengate's listeners: gRPC (the ratelimit.v3
-// service, when given the ext_authz Authorization service,
+// service, when given the ext_authz Authorization service and the RLQS
+// RateLimitQuotaService,
 // grpc.health.v1 and server reflection) and HTTP (/metrics, /healthz,
 // /readyz, /debug/policy, envoyproxy/ratelimit's /healthcheck and /json,
-// when given a candidate policy /debug/candidate, when given forward-auth
+// when given a candidate policy /debug/candidate, when given RLQS
+// /debug/rlqs, when given forward-auth
 // /v1/check and, when asked, /debug/pprof/), and when asked a debug
 // listener (/rlconfig, pprof) and a metrics listener (sidelisteners.go).
 // Serve runs until its context ends, then drains: health turns
@@ -24,6 +26,7 @@ import (
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
@@ -49,6 +52,13 @@ type Options struct {
 	// Authorization, when set, serves envoy.service.auth.v3.Authorization
 	// (Envoy's ext_authz) on the gRPC port too.
 	Authorization authv3.AuthorizationServer
+	// RateLimitQuota, when set, serves
+	// envoy.service.rate_limit_quota.v3.RateLimitQuotaService (Envoy's
+	// rate_limit_quota filter, pkg/rlqs) on the gRPC port too.
+	RateLimitQuota rlqsv3.RateLimitQuotaServiceServer
+	// RateLimitQuotaView, when set, serves /debug/rlqs: the assignments
+	// held now (rlqs.Service.Handler).
+	RateLimitQuotaView http.Handler
 	// ForwardAuth, when set, serves HTTP forward-auth at /v1/check (any
 	// method) on the HTTP port.
 	ForwardAuth http.Handler
@@ -213,6 +223,9 @@ func New(opts Options) (*Server, error) {
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, opts.RateLimit)
 	if opts.Authorization != nil {
 		authv3.RegisterAuthorizationServer(s.grpc, opts.Authorization)
+	}
+	if opts.RateLimitQuota != nil {
+		rlqsv3.RegisterRateLimitQuotaServiceServer(s.grpc, opts.RateLimitQuota)
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)

@@ -113,6 +113,13 @@ func DumpPolicy(p *policy.Policy) string {
 				fmt.Fprintf(&b, "unit=%s requests_per_unit=%d", strings.ToUpper(r.Limit.Unit.String()), r.Limit.RequestsPerUnit)
 			case r.Deny:
 				b.WriteString("capacity=0")
+			case !r.Plain():
+				for i := range r.Bands {
+					if i > 0 {
+						b.WriteString("; ")
+					}
+					b.WriteString(r.Bands[i].String())
+				}
 			default:
 				fmt.Fprintf(&b, "capacity=%d refill=%s", r.Version.Params.Capacity(), r.Version.Params.Rate())
 			}

@@ -69,7 +69,7 @@ func (s *Service) decideCandidate(ctx context.Context, now int64, pol *policy.Po
 	if cs == nil {
 		cs = new(candidateReqState)
 	}
-	cs.rs.plan(cand, domain, descriptors, hits)
+	cs.rs.plan(cand, domain, descriptors, hits, now)
 	cs.live = live.decisions(cs.live[:0])
 	if !c.Async {
 		cs.finish(ctx, c, now, pol, cand, domain)

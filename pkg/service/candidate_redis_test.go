@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
 
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/candidate"
@@ -15,17 +16,25 @@ import (
 	"github.com/tokengate/tokengate/pkg/store/redis/redisconn"
 )
 
+// redisClient is a client of a real redis-server started for tb, both
+// closed when tb ends.
+func redisClient(tb testing.TB) rueidis.Client {
+	tb.Helper()
+	srv := redistest.Start(tb)
+	client, err := redisconn.Dial(redisconn.Config{Addr: srv.Addr(), DialTimeout: time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(client.Close)
+	return client
+}
+
 // BenchmarkShouldRateLimitRedis is BenchmarkShouldRateLimit on a real
 // redis-server, without a candidate, with one decided in line, and with
 // one decided on its own goroutine (Async, what serve does for Redis): a
 // second Redis store on the same client, its own key prefix.
 func BenchmarkShouldRateLimitRedis(b *testing.B) {
-	srv := redistest.Start(b)
-	client, err := redisconn.Dial(redisconn.Config{Addr: srv.Addr(), DialTimeout: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(client.Close)
+	client := redisClient(b)
 	clk := clock.NewMonotonic()
 	newStore := func(prefix string) *redis.Store {
 		st, err := redis.New(redis.Options{Client: client, KeyPrefix: prefix, Timeout: time.Second, Clock: clk})

@@ -16,14 +16,15 @@ import (
 type fallback struct {
 	req     store.Request
 	results []store.Result
-	index   []int // batch item -> index in req.Items, -1 when not local
+	index   []int   // batch item -> index in req.Items, -1 when not local
+	ends    []int64 // each item's period end (batch.ends)
 	out     store.Outcome
 	err     error
 	ran     bool
 }
 
 func (f *fallback) reset() {
-	f.req.Items, f.index = f.req.Items[:0], f.index[:0]
+	f.req.Items, f.index, f.ends = f.req.Items[:0], f.index[:0], f.ends[:0]
 	f.out, f.err, f.ran = store.Outcome{}, nil, false
 }
 
@@ -41,10 +42,13 @@ func (rs *reqState) decideLocal(ctx context.Context, local store.Store) {
 		}
 		switch ds.rule.OnStoreError {
 		case policy.StoreErrorLocal:
-			f.index[ds.item] = len(f.req.Items)
-			f.req.Items = append(f.req.Items, b.req.Items[ds.item])
-			// Decided without the id: a local budget holds nothing.
-			f.req.Items[len(f.req.Items)-1].Reserve, f.req.Items[len(f.req.Items)-1].ReserveTTL = 0, 0
+			for j, it := range ds.items(b) {
+				f.index[ds.item+j] = len(f.req.Items)
+				// Decided without the id: a local budget holds nothing.
+				it.Reserve, it.ReserveTTL = 0, 0
+				f.req.Items = append(f.req.Items, it)
+				f.ends = append(f.ends, b.ends[ds.item+j])
+			}
 		case policy.StoreErrorDeny:
 			deny = true
 		}
@@ -61,6 +65,9 @@ func (rs *reqState) decideLocal(ctx context.Context, local store.Store) {
 	}
 	f.results = f.results[:len(f.req.Items)]
 	f.out, f.err = local.Decide(ctx, &f.req, f.results)
+	if f.err == nil {
+		untilPeriodEnds(f.ends, f.results, f.req.Now)
+	}
 	f.ran = true
 }
 
@@ -73,7 +80,10 @@ func (rs *reqState) localResult(ds *desc) (store.Result, bool) {
 	if !f.ran || f.err != nil || ds.item >= len(f.index) || f.index[ds.item] < 0 {
 		return store.Result{}, false
 	}
-	r := f.results[f.index[ds.item]]
+	// The local items of ds follow one another, as in the batch.
+	local := desc{item: f.index[ds.item], bands: ds.bands}
+	var r store.Result
+	ds.band, r = local.deciding(f.results)
 	// All or nothing across the local items, as a store answers.
 	r.Allowed = r.Allowed && f.out.Allowed
 	return r, true

@@ -88,7 +88,7 @@ func TestKeyHashAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := &reqState{keyHasher: keyhash.Random().Hasher()}
-	rs.plan(pol, "edge", []*ratelimitv3.RateLimitDescriptor{descr("user_id", "u")}, 0)
+	rs.plan(pol, "edge", []*ratelimitv3.RateLimitDescriptor{descr("user_id", "u")}, 0, 0)
 	var dst [keyhash.Length]byte
 	if n := testing.AllocsPerRun(100, func() {
 		if !rs.keyHashTo(&dst, 0) {

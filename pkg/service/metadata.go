@@ -45,10 +45,11 @@ const MaxMetaDescriptors = 8
 // with it, tokengate explain prints the same name for a descriptor.
 func (rs *reqState) keyHashTo(dst *[keyhash.Length]byte, i int) bool {
 	ds := &rs.descs[i]
-	if ds.keyEnd == ds.keyStart {
+	if ds.item < 0 {
 		return false
 	}
-	rs.keyHasher.Sum(dst, rs.keys[ds.keyStart:ds.keyEnd])
+	sp := rs.batch(ds.rule).spans[ds.item+ds.band]
+	rs.keyHasher.Sum(dst, rs.keys[sp.start:sp.end])
 	return true
 }
 

@@ -44,6 +44,8 @@ type reqState struct {
 // batch is one store call: the enforced descriptors, or the shadow ones.
 type batch struct {
 	req     store.Request
+	spans   []keySpan // each item's key in reqState.keys
+	ends    []int64   // each item's period end, a calendar budget's; else 0
 	results []store.Result
 	out     store.Outcome
 	err     error
@@ -65,8 +67,9 @@ type desc struct {
 	// request id, or decided again without it: reserve.go).
 	unreserved bool
 	cost       int64 // asked of its bucket (a refusal's too, when it has one)
-	keyStart   int
-	keyEnd     int
+	// bands is how many items the descriptor has from item on, one per
+	// band of its rule (bands.go); band is the one its verdict took.
+	bands, band int
 }
 
 func (rs *reqState) reset() {
@@ -78,7 +81,7 @@ func (rs *reqState) reset() {
 }
 
 func (b *batch) reset() {
-	b.req.Items = b.req.Items[:0]
+	b.req.Items, b.spans, b.ends = b.req.Items[:0], b.spans[:0], b.ends[:0]
 	b.req.ID = ""
 	b.out, b.err = store.Outcome{}, nil
 	b.local.reset()
@@ -86,8 +89,9 @@ func (b *batch) reset() {
 
 // plan matches every descriptor of domain to its rule, drops the rules
 // that others of the request replace, works out each cost (hits is the
-// request's hits_addend) and builds each bucket key.
-func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32) {
+// request's hits_addend) and builds each bucket key (a calendar budget's
+// for the period that holds now).
+func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratelimitv3.RateLimitDescriptor, hits uint32, now int64) {
 	rs.reset()
 	idKey := pol.RequestIDKey()
 	for _, d := range descriptors {
@@ -119,14 +123,9 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 				if ds.refusal != "" {
 					cost = 0
 				}
-				ds.keyStart = len(rs.keys)
-				rs.keys = ds.rule.AppendKey(rs.keys, entries)
-				ds.keyEnd = len(rs.keys)
-				b := rs.batch(ds.rule)
-				ds.item = len(b.req.Items)
-				b.req.Items = append(b.req.Items, store.Item{Version: ds.rule.Version, Cost: cost, Charge: charge, Revision: pol.Revision()})
+				rs.addBands(ds, entries, store.Item{Cost: cost, Charge: charge, Revision: pol.Revision()}, now)
 				if charge == store.Check && ds.rule.Reserves() && ds.refusal == "" {
-					rs.reserve(ds, &b.req.Items[ds.item])
+					rs.reserve(ds, rs.batch(ds.rule))
 				}
 			}
 		}
@@ -145,9 +144,9 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 		rs.refused = true // every quota descriptor is refused: so is the request
 	}
 	// rs.keys no longer grows: the items' keys can now alias it.
-	for _, ds := range rs.descs {
-		if ds.item >= 0 {
-			rs.batch(ds.rule).req.Items[ds.item].Key = unsafe.String(&rs.keys[ds.keyStart], ds.keyEnd-ds.keyStart)
+	for _, b := range [2]*batch{&rs.enforced, &rs.shadow} {
+		for i, sp := range b.spans {
+			b.req.Items[i].Key = unsafe.String(&rs.keys[sp.start], sp.end-sp.start)
 		}
 	}
 }
@@ -227,7 +226,7 @@ func costOf(d *ratelimitv3.RateLimitDescriptor, hitsAddend uint32, r *policy.Rul
 	}
 	if d.IsNegativeHits {
 		// A refund beyond capacity fills the bucket, no more.
-		return -int64(min(c, uint64(r.Version.Params.Capacity()))), charge, ""
+		return -int64(min(c, uint64(r.LargestCapacity()))), charge, ""
 	}
 	if charge == store.Prepaid && c > uint64(r.MaxCost) {
 		return int64(min(c, math.MaxInt64)), charge, fmt.Sprintf("cost %d exceeds max_cost %d of rule %s/%s", c, r.MaxCost, r.Domain, r.Name)
@@ -288,4 +287,7 @@ func (b *batch) run(ctx context.Context, st store.Store, now int64) {
 	}
 	b.results = b.results[:n]
 	b.out, b.err = st.Decide(ctx, &b.req, b.results)
+	if b.err == nil {
+		untilPeriodEnds(b.ends, b.results, now)
+	}
 }

@@ -43,7 +43,7 @@ func (rs *reqState) decideWithoutOverQuotas(ctx context.Context, st store.Store,
 		if ds.item < 0 || ds.rule.Shadow || ds.refusal != "" || e.req.Items[ds.item].Charge == store.Report {
 			continue // a refusal's bucket is only checked: it covers nothing; a report is charged once
 		}
-		switch allowed := e.results[ds.item].Allowed; {
+		switch allowed := ds.covered(e.results); {
 		case !ds.isQuota() && !allowed:
 			return // refused for a limit of its own
 		case ds.isQuota() && allowed:
@@ -55,9 +55,9 @@ func (rs *reqState) decideWithoutOverQuotas(ctx context.Context, st store.Store,
 	}
 	for i := range rs.descs {
 		ds := &rs.descs[i]
-		if ds.isQuota() && ds.item >= 0 && !e.results[ds.item].Allowed {
+		if ds.isQuota() && ds.item >= 0 && !ds.covered(e.results) {
 			ds.quotaOver = true
-			e.req.Items[ds.item].Cost = 0
+			uncharged(ds.items(e))
 		}
 	}
 	if rs.hasID {

@@ -15,16 +15,25 @@ package service
 // descriptors (quota.go) holds nothing either: that decision is under an
 // id derived from the request's, which its report does not carry.
 
-import "github.com/tokengate/tokengate/pkg/store"
+// A rule of several limits (bands.go) reserves on every band: each band's
+// item holds the reserve in its own bucket, all or nothing with the rest
+// of the request, and the report settles each band's apart (store.go
+// "Reservations" keys one by request id and bucket). Every band is
+// charged the same costs, so each ends exactly where it would without
+// the reservation: reserve tokens held while the response is served,
+// the report charged its cost less them.
 
-// reserve makes it, the check of descriptor ds on a reserve rule, hold
-// the rule's reserve when the request has an id.
-func (rs *reqState) reserve(ds *desc, it *store.Item) {
+// reserve makes the check of descriptor ds on a reserve rule, its items
+// in b, hold the rule's reserve on every band when the request has an id.
+func (rs *reqState) reserve(ds *desc, b *batch) {
 	if !rs.hasID {
 		ds.unreserved = true
 		return
 	}
-	it.Reserve, it.ReserveTTL = ds.rule.Reserve, int64(ds.rule.ReserveTTL)
+	for i := range ds.items(b) {
+		it := &b.req.Items[ds.item+i]
+		it.Reserve, it.ReserveTTL = ds.rule.Reserve, int64(ds.rule.ReserveTTL)
+	}
 }
 
 // unreserve makes the enforced checks hold nothing, for a decision whose
@@ -35,9 +44,11 @@ func (rs *reqState) unreserve() {
 		if ds.item < 0 || ds.rule.Shadow {
 			continue
 		}
-		if it := &rs.enforced.req.Items[ds.item]; it.Reserve > 0 {
-			it.Reserve, it.ReserveTTL = 0, 0
-			ds.unreserved = true
+		for j := range ds.items(&rs.enforced) {
+			if it := &rs.enforced.req.Items[ds.item+j]; it.Reserve > 0 {
+				it.Reserve, it.ReserveTTL = 0, 0
+				ds.unreserved = true
+			}
 		}
 	}
 }

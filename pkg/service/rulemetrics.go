@@ -26,10 +26,12 @@ type ruleTable struct {
 }
 
 type ruleInfo struct {
-	limit     *rlsv3.RateLimitResponse_RateLimit
-	capacity  float64
-	remaining prometheus.Observer
-	forgiven  prometheus.Counter // a post-paid rule's; nil for the others
+	// limits and capacities are by band (policy.Rule.Bands); limits has
+	// one entry for a rule without a bucket.
+	limits     []*rlsv3.RateLimitResponse_RateLimit
+	capacities []float64
+	remaining  prometheus.Observer
+	forgiven   prometheus.Counter // a post-paid rule's; nil for the others
 	// unreserved: a reserve rule's checks that held nothing; nil for the
 	// others.
 	unreserved prometheus.Counter
@@ -63,13 +65,15 @@ func newRuleTable(pol *policy.Policy, m *metrics.Metrics) *ruleTable {
 		t.noRule[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultNoRule)
 		t.replaced[d] = m.Decisions.WithLabelValues(d, "", metrics.ResultReplaced)
 		for _, r := range pol.Rules(d) {
-			info := &ruleInfo{limit: currentLimit(r), byDescriptor: r.DescriptorMetric(),
+			info := &ruleInfo{limits: currentLimits(r), byDescriptor: r.DescriptorMetric(),
 				metaRule: structpb.NewStringValue(r.Name), metaDomain: structpb.NewStringValue(d)}
 			for _, res := range []Result{ResultOK, ResultOverLimit, ResultRefused, ResultShadowOverLimit, ResultStoreError} {
 				info.result[res] = m.Decisions.WithLabelValues(d, r.Name, res.String())
 			}
 			if r.HasBucket() {
-				info.capacity = float64(r.Version.Params.Capacity())
+				for _, b := range r.Bands {
+					info.capacities = append(info.capacities, float64(b.Version.Params.Capacity()))
+				}
 				info.remaining = m.Remaining.WithLabelValues(d, r.Name)
 				mode := r.OnStoreError.String()
 				info.fallback = m.StoreFallbacks.WithLabelValues(mode)
@@ -107,7 +111,7 @@ func (rs *reqState) count(t *ruleTable, domain string, descriptors []*ratelimitv
 		}
 		info := v.info
 		if v.counted {
-			info.remaining.Observe(float64(v.Remaining) / info.capacity)
+			info.remaining.Observe(float64(v.Remaining) / info.capacities[v.Band])
 		}
 		if v.Degraded() {
 			info.countStoreError(v.Code)
@@ -125,18 +129,28 @@ func (rs *reqState) count(t *ruleTable, domain string, descriptors []*ratelimitv
 	}
 }
 
-// currentLimit is what the rule's statuses say in current_limit: the
-// file's requests_per_unit and unit when it gave them, else the refill rate
-// in the closest Envoy unit.
-func currentLimit(r *policy.Rule) *rlsv3.RateLimitResponse_RateLimit {
-	l := &rlsv3.RateLimitResponse_RateLimit{Name: r.Limit.Name}
-	switch {
-	case r.Limit.Given:
-		l.RequestsPerUnit, l.Unit = r.Limit.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(r.Limit.Unit)
-	case r.HasBucket():
-		l.RequestsPerUnit, l.Unit = envoyRate(r.Version.Params.Rate())
+// currentLimits are what the rule's statuses say in current_limit, by
+// band: the file's requests_per_unit and unit when it gave them (a rule of
+// one band), else each band's refill rate in the closest Envoy unit. A
+// rule without a bucket has one, with only a name.
+func currentLimits(r *policy.Rule) []*rlsv3.RateLimitResponse_RateLimit {
+	ls := make([]*rlsv3.RateLimitResponse_RateLimit, max(len(r.Bands), 1))
+	for i := range ls {
+		l := &rlsv3.RateLimitResponse_RateLimit{Name: r.Limit.Name}
+		switch {
+		case r.Limit.Given:
+			l.RequestsPerUnit, l.Unit = r.Limit.RequestsPerUnit, rlsv3.RateLimitResponse_RateLimit_Unit(r.Limit.Unit)
+		case r.HasBucket() && r.Bands[i].Budget != nil:
+			// A calendar budget: its tokens per its period.
+			b := &r.Bands[i]
+			l.RequestsPerUnit = uint32(min(b.Version.Params.Capacity(), 1<<32-1))
+			l.Unit = rlsv3.RateLimitResponse_RateLimit_Unit(b.Budget.Per.Unit())
+		case r.HasBucket():
+			l.RequestsPerUnit, l.Unit = envoyRate(r.Bands[i].Version.Params.Rate())
+		}
+		ls[i] = l
 	}
-	return l
+	return ls
 }
 
 // countStoreError counts a descriptor of the rule whose store failed, by

@@ -192,7 +192,7 @@ func (s *Service) decide(ctx context.Context, now int64, domain string, descript
 	defer s.reqStates.Put(rs)
 
 	ctx, span := s.startSpan(ctx)
-	rs.plan(pol, domain, descriptors, hits)
+	rs.plan(pol, domain, descriptors, hits, now)
 	span.storeBegin()
 	rs.decide(ctx, s.opts.Store, s.opts.Local, now)
 	span.storeEnd()

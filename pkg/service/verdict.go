@@ -61,7 +61,11 @@ func (r Result) String() string { return resultLabels[r] }
 type Verdict struct {
 	// Rule is the rule the descriptor matched; nil for ResultNoRule,
 	// ResultReplaced and ResultRequestID.
-	Rule   *policy.Rule
+	Rule *policy.Rule
+	// Band is which of the rule's limits (policy.Rule.Bands) the verdict
+	// is of: the one that refused, else the one with the fewest tokens
+	// left (bands.go); 0 for a rule of one limit, or without a bucket.
+	Band   int
 	Result Result
 	// Code is the descriptor's answer: OVER_LIMIT for an enforced rule
 	// over its limit, refused, or denied by on_store_error; else OK. A
@@ -91,7 +95,8 @@ type Verdict struct {
 	// Debt is how far below zero the bucket is after the decision, in
 	// whole tokens (a post-paid rule's reports take it there); Forgiven
 	// what of a report was beyond the rule's max_debt and not charged (0
-	// for a replayed answer, which charged nothing).
+	// for a replayed answer, which charged nothing; of a rule of several
+	// limits, the most any of them did not charge).
 	Debt, Forgiven int64
 
 	info    *ruleInfo // Rule's entry in the rule table; nil without a rule
@@ -113,7 +118,7 @@ func (v *Verdict) Limit() *rlsv3.RateLimitResponse_RateLimit {
 	if v.info == nil || v.Rule.Unlimited {
 		return nil
 	}
-	return v.info.limit
+	return v.info.limits[v.Band]
 }
 
 // notable reports whether the verdict is one the dynamic metadata and the
@@ -168,7 +173,8 @@ func (rs *reqState) verdict(i int, t *ruleTable) Verdict {
 	rs.answer(ds, &v)
 	if ds.quotaOver && v.Result == ResultOK {
 		// Checked at cost 0, not charged (quota.go).
-		v.Result, v.Retry = ResultOverLimit, time.Duration(rs.batch(ds.rule).results[ds.item].RetryAfter)
+		_, r := ds.deciding(rs.batch(ds.rule).results)
+		v.Result, v.Retry = ResultOverLimit, time.Duration(r.RetryAfter)
 	}
 	v.quota = ds.isQuota() && rs.enforced.err == nil
 	if v.Result != ResultOK && !(v.Result == ResultStoreError && rs.fallbackAllows(ds)) {
@@ -195,13 +201,15 @@ func (rs *reqState) answer(ds *desc, v *Verdict) {
 	case ds.refusal != "":
 		v.Result, v.Reason = ResultRefused, ds.refusal
 		if ds.item >= 0 && b.err == nil {
-			v.Remaining = b.results[ds.item].Remaining // checked at cost 0 (plan)
+			var r store.Result
+			ds.band, r = ds.deciding(b.results)
+			v.Band, v.Remaining = ds.band, r.Remaining // checked at cost 0 (plan)
 		}
 		return
 	case b.err != nil:
 		v.Result = ResultStoreError
 		if r, ok := rs.localResult(ds); ok {
-			v.Remaining = r.Remaining
+			v.Band, v.Remaining = ds.band, r.Remaining
 			v.Reset, v.HasReset = time.Duration(r.ResetAfter), true
 			if !r.Allowed {
 				v.Reset, v.Retry = ceilDuration(r.RetryAfter), time.Duration(r.RetryAfter)
@@ -209,14 +217,15 @@ func (rs *reqState) answer(ds *desc, v *Verdict) {
 		}
 		return
 	}
-	r := b.results[ds.item]
-	v.Remaining, v.Debt, v.counted = r.Remaining, r.Debt, true
+	var r store.Result
+	ds.band, r = ds.deciding(b.results)
+	v.Band, v.Remaining, v.Debt, v.counted = ds.band, r.Remaining, r.Debt, true
 	if !b.out.Replayed {
 		v.Forgiven = r.Forgiven
 	}
 	switch {
 	case r.Never:
-		v.Result, v.Reason = ResultRefused, neverReason(b.req.Items[ds.item], ds.rule)
+		v.Result, v.Reason = ResultRefused, neverReason(b.req.Items[ds.item+ds.band], ds.rule)
 	case r.Allowed:
 		v.Result = ResultOK
 		v.Reset, v.HasReset = time.Duration(r.ResetAfter), true
@@ -228,7 +237,7 @@ func (rs *reqState) answer(ds *desc, v *Verdict) {
 }
 
 func neverReason(it store.Item, r *policy.Rule) string {
-	return fmt.Sprintf("cost %d exceeds capacity %d of rule %s/%s", it.Cost, r.Version.Params.Capacity(), r.Domain, r.Name)
+	return fmt.Sprintf("cost %d exceeds capacity %d of rule %s/%s", it.Cost, it.Version.Params.Capacity(), r.Domain, r.Name)
 }
 
 // ceilDuration rounds a positive wait in ns up to whole seconds.

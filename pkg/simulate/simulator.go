@@ -177,13 +177,18 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 			k = 1
 		}
 		c := calls[k]
-		s.key = r.AppendKey(s.key[:0], s.entries(req.Descriptors[i]))
-		if c == nil || next[k] >= len(c.items) || c.items[next[k]].version != r.Version || !c.keyIs(next[k], s.key) {
+		if r.HasBucket() {
+			s.key = r.AppendBandKey(s.key[:0], s.entries(req.Descriptors[i]), 0, s.clk.Now())
+		}
+		// A rule of several limits has an item per band, the first band's
+		// first; the verdict says which band decided.
+		bands := len(r.Bands)
+		if c == nil || next[k]+max(bands, 1) > len(c.items) || c.items[next[k]].version != r.Version || !c.keyIs(next[k], s.key) {
 			rr.add(at, outcomeRefused)
 			continue
 		}
-		it := &c.items[next[k]]
-		next[k]++
+		it := &c.items[next[k]+d.Verdicts[i].Band]
+		next[k] += bands
 		if d.Verdicts[i].Reason != "" {
 			// Refused (a shadow rule's too): a cost above max_cost has
 			// its bucket checked at cost 0, an allowed item.

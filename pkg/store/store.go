@@ -23,6 +23,14 @@
 // Result.Debt is the balance below zero after the item (whole tokens,
 // rounded up), Result.Forgiven what of a report was not charged.
 //
+// # Budgets
+//
+// An item whose version has a Horizon (bucket.Version.Horizon: a calendar
+// budget's, whose params never refill, bucket.NewBudget) is decided like
+// any other; its bucket carries no information from Horizon.End(its
+// cursor) on, and a store drops it then (its key names its period, so no
+// later request asks for it), with its reservations.
+//
 // # Reservations
 //
 // A Check with Reserve N > 0 (a rule's reserve, only on a request with an

@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // The store's metrics, read from Stats when Prometheus scrapes.
 var (
 	descBuckets   = prometheus.NewDesc("tokengate_buckets", "Buckets held by the store now.", nil, nil)
-	descDropped   = prometheus.NewDesc("tokengate_bucket_evictions_total", "Buckets the store dropped, by reason: full (lost nothing), removed (rule left the policy), idle (cap reached: its owner gets a fresh burst).", []string{"reason"}, nil)
+	descDropped   = prometheus.NewDesc("tokengate_bucket_evictions_total", "Buckets the store dropped, by reason: full (lost nothing), removed (rule left the policy), idle (cap reached: its owner gets a fresh burst), expired (a calendar budget's period ended).", []string{"reason"}, nil)
 	descContended = prometheus.NewDesc("tokengate_lock_contended_total", "Shard lock acquisitions that had to wait.", nil, nil)
 	descLockWait  = prometheus.NewDesc("tokengate_lock_wait_seconds_total", "Total time spent waiting for shard locks.", nil, nil)
 	descReplays   = prometheus.NewDesc("tokengate_idempotent_replays_total", "Answers replayed for a repeated request id.", nil, nil)

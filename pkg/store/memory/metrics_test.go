@@ -24,8 +24,9 @@ func TestCollector(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(s.Collector())
 	want := `
-# HELP tokengate_bucket_evictions_total Buckets the store dropped, by reason: full (lost nothing), removed (rule left the policy), idle (cap reached: its owner gets a fresh burst).
+# HELP tokengate_bucket_evictions_total Buckets the store dropped, by reason: full (lost nothing), removed (rule left the policy), idle (cap reached: its owner gets a fresh burst), expired (a calendar budget's period ended).
 # TYPE tokengate_bucket_evictions_total counter
+tokengate_bucket_evictions_total{reason="expired"} 0
 tokengate_bucket_evictions_total{reason="full"} 0
 tokengate_bucket_evictions_total{reason="idle"} 2
 tokengate_bucket_evictions_total{reason="removed"} 0
@@ -42,7 +43,7 @@ tokengate_reservations 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tokengate_buckets", "tokengate_bucket_evictions_total", "tokengate_idempotent_replays_total", "tokengate_reservations"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(s.Collector()); n != 13 {
-		t.Fatalf("%d metrics, want 13", n)
+	if n := testutil.CollectAndCount(s.Collector()); n != 14 {
+		t.Fatalf("%d metrics, want 14", n)
 	}
 }

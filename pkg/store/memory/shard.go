@@ -44,10 +44,13 @@ const (
 	// Idle: the shard was at its cap and this was the least recently used
 	// of the sampled buckets; its owner gets a fresh, full bucket next time.
 	Idle
+	// Expired: its version's Horizon has passed (a calendar budget's
+	// period ended: the next period is another bucket).
+	Expired
 	numReasons
 )
 
-func (r Reason) String() string { return [...]string{"full", "removed", "idle"}[r] }
+func (r Reason) String() string { return [...]string{"full", "removed", "idle", "expired"}[r] }
 
 // load returns the bucket at h brought forward to v (or to its own version
 // when that is newer: a bucket never moves back) and refilled to now, and
@@ -149,13 +152,17 @@ func (sh *shard) next() uint64 {
 }
 
 // droppable reports whether sl carries no information at now: its rule is
-// gone, or it is full under the rule's current version and owes no
-// reservation back.
+// gone, its version's horizon has passed (its reservations go with it),
+// or it is full under the rule's current version and owes no reservation
+// back.
 func (sh *shard) droppable(sl *slot, now int64) (Reason, bool) {
 	v := sh.version(sl)
 	lin := v.Lineage()
 	if lin.Removed() {
 		return Removed, true
+	}
+	if h := v.Horizon; h != nil && now >= h.End(sl.s.At) {
+		return Expired, true
 	}
 	cur := lin.Current()
 	if cur == nil || cur.ID < v.ID {
