@@ -42,7 +42,7 @@ func TestCountsAgreeWithService(t *testing.T) {
 // postPaidDescriptors are drawn for postPaidPolicy: every rule, the
 // request id, entries no rule matches.
 var postPaidDescriptors = [][]string{
-	{"user", "u"}, {"user", "v"}, {"client", "c"}, {"path", "/a"}, {"team", "t"}, {"team", "s"},
+	{"user", "u"}, {"user", "v"}, {"client", "c"}, {"path", "/a"}, {"team", "t"}, {"team", "s"}, {"org", "o"},
 	{"request_id", "r1"}, {"request_id", "r2"}, {"nothing", "z"},
 }
 

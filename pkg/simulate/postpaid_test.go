@@ -12,7 +12,7 @@ import (
 // postPaidPolicy has the rules of docs/policy.md's tables: a budget of
 // 1000 tokens an hour charged after the response (max_debt 100000), the
 // same charged every hit (max_debt the capacity), a pre-paid path limit,
-// and a budget with reservations.
+// a budget with reservations, and one of two limits.
 const postPaidPolicy = `request_id_key: request_id
 domains:
   llm:
@@ -38,6 +38,13 @@ domains:
       charge: after_response
       reserve: 400
       reserve_ttl: 10s
+    - name: banded
+      match: [{key: org}]
+      charge: after_response
+      max_debt: 500
+      limits:
+        - {capacity: 1000, refill: 1000/h}
+        - {capacity: 300, refill: 300/m}
 `
 
 // prePaid is postPaidPolicy with its rule tokens charged before the
@@ -107,6 +114,16 @@ func TestPostPaidForgiven(t *testing.T) {
 	_, rules := runPostPaid(t, header+"0,llm,client=c,0\n0,llm,client=c,5000\n0,llm,client=c,0\n"+
 		"3599.999999999,llm,client=c,0\n3600,llm,client=c,0\n", 0)
 	wantCounts(t, rules, "hits", "allowed 2 rejected 3 refused 0 blocked 0 refunds 0; checks 4 in debt 2 reports 0; charged 2000 forgiven 3000 lowest -1000")
+}
+
+// TestPostPaidBands: a report charges each limit of a rule of several,
+// down to its own -max_debt: 2500 takes 1000 to -500 (2000 charged, 1000
+// forgiven) and 300 to -500 (800 charged, 1700 forgiven). The rule has
+// charged what each limit was charged at least, 800, and forgiven the
+// most any forgave, 1700, as tokengate_forgiven_tokens_total counts it.
+func TestPostPaidBands(t *testing.T) {
+	_, rules := runPostPaid(t, header+"0,llm,org=o,0\n0,llm,org=o,2500\n1,llm,org=o,0\n", 0)
+	wantCounts(t, rules, "banded", "allowed 1 rejected 2 refused 0 blocked 0 refunds 0; checks 2 in debt 1 reports 1; charged 800 forgiven 1700 lowest -500")
 }
 
 // TestPostPaidNotBlocked: a report is charged whatever the rest of its

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/service"
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
@@ -64,10 +65,15 @@ type RuleResult struct {
 	// the pre-paid descriptors allowed. A reservation is not counted: the
 	// report that settles it charges the usage, and one never settled is
 	// returned. A replayed answer (a repeated request id) charged nothing.
-	// Forgiven is what of the reports was beyond max_debt, not charged.
+	// Forgiven is what of the reports was beyond max_debt, not charged:
+	// on a rule of several limits, the most any of them forgave, as
+	// tokengate_forgiven_tokens_total counts it (and Charged what each
+	// was charged at least).
 	Charged, Forgiven int64
 	// Lowest is the lowest balance a decision left a bucket of the rule
-	// with, in whole tokens, negative while in debt; the capacity while no
+	// with, in whole tokens, negative while in debt (on a rule of several
+	// limits, the deciding one's: the one that refused, else the one with
+	// the fewest tokens left); the first limit's capacity while no
 	// decision took any (0 for an unlimited rule).
 	Lowest int64
 	// FirstDry is the first instant (ns from the start) a decision left
@@ -150,11 +156,14 @@ func (rr *RuleResult) add(at int64, o outcome) {
 	}
 }
 
-// tally counts what one decided item of the rule asked and charged: o is
-// its outcome, asked the descriptor's cost (the item's, unless the service
-// asked for nothing because another descriptor was refused); a replayed
-// answer (replayed) charged nothing.
-func (rr *RuleResult) tally(it *decided, o outcome, asked int64, replayed bool) {
+// tally counts what one decided descriptor of the rule asked and
+// charged: it is the item of its deciding band, o its outcome, v its
+// verdict (v.Cost is the descriptor's cost, the item's unless the service
+// asked for nothing because another descriptor was refused; v.Forgiven
+// the most any band forgave); a replayed answer (replayed) charged
+// nothing.
+func (rr *RuleResult) tally(it *decided, o outcome, v *service.Verdict, replayed bool) {
+	asked := v.Cost
 	switch {
 	case asked == 0:
 		rr.Checks++
@@ -169,11 +178,11 @@ func (rr *RuleResult) tally(it *decided, o outcome, asked int64, replayed bool) 
 	}
 	switch {
 	case it.charge == store.Report && it.cost > 0:
-		rr.Charged += it.cost - it.result.Forgiven
+		rr.Charged += it.cost - v.Forgiven
 	case it.charge == store.Prepaid && o == outcomeAllowed && it.cost > 0:
 		rr.Charged += it.cost
 	}
-	rr.Forgiven += it.result.Forgiven
+	rr.Forgiven += v.Forgiven
 	rr.Lowest = min(rr.Lowest, balance(&it.result))
 }
 

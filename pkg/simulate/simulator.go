@@ -197,7 +197,7 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 		}
 		o := classify(it, c.out.Allowed && (r.Shadow || charged))
 		rr.add(at, o)
-		rr.tally(it, o, d.Verdicts[i].Cost, c.out.Replayed)
+		rr.tally(it, o, &d.Verdicts[i], c.out.Replayed)
 		if rr.FirstDry < 0 && it.result.Remaining < dryBelow(r) {
 			rr.FirstDry = at
 		}
