@@ -193,3 +193,22 @@ func TestComparePrePaidPostPaid(t *testing.T) {
 		t.Errorf("over limit: pre-paid %d, post-paid %d; want 1, 2", res[0].OverLimit, res[1].OverLimit)
 	}
 }
+
+// TestHotBands: each limit of a rule of several is a bucket of its own,
+// followed with its own capacity, max_debt and balance, whichever limit
+// decided: a report of 100 leaves 900 of 1000 and 200 of 300 (which
+// decides, the fewer left), and a second later 900 and 205 (300/m).
+func TestHotBands(t *testing.T) {
+	res, _ := runPostPaid(t, header+"0,llm,org=o,100\n1,llm,org=o,0\n", 2)
+	got := map[string]string{}
+	for _, b := range res.Buckets {
+		got[b.Label] = fmt.Sprintf("capacity %d max_debt %d decisions %d tokens %v", b.Capacity, b.MaxDebt, b.Decisions, b.Tokens)
+	}
+	want := map[string]string{
+		`llm/banded["o"] limits[1]`: "capacity 1000 max_debt 500 decisions 2 tokens [{0 900} {1 900}]",
+		`llm/banded["o"] limits[2]`: "capacity 300 max_debt 500 decisions 2 tokens [{0 200} {1 205}]",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("followed:\n%v\nwant\n%v", got, want)
+	}
+}

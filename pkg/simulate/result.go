@@ -99,7 +99,8 @@ type Second struct {
 type Bucket struct {
 	Domain, Rule string
 	// Label is the bucket as tokengate explain writes it:
-	// edge/per-user["alice"].
+	// edge/per-user["alice"], followed on a rule of several limits by
+	// which, from 1: edge/per-user["alice"] limits[2].
 	Label    string
 	Capacity int64 // the rule's
 	// MaxDebt is how far below zero the rule lets the bucket go: its

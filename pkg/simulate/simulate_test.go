@@ -246,3 +246,18 @@ func TestRefusedBesideItsRule(t *testing.T) {
 		t.Errorf("followed %+v", b)
 	}
 }
+
+// TestHotAfterRefused: a descriptor refused for a cost above max_cost has
+// its bucket checked (an item with a key of its own) but is not counted
+// as a decision of it; following the hottest buckets after it still
+// counts the next bucket's, and follows it.
+func TestHotAfterRefused(t *testing.T) {
+	res, err := Run(context.Background(), BytesTrace("t.csv", []byte(header+"0,edge,tenant=t,6\n0,edge,user=a,\n0,edge,user=a,\n")),
+		[]*policy.Policy{parsePolicy(t, "p.yaml", testPolicy)}, RunOptions{Hot: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := res[0].Buckets; len(b) != 1 || b[0].Label != `edge/per-user["a"]` || b[0].Decisions != 2 || fmt.Sprint(b[0].Tokens) != "[{0 8}]" {
+		t.Errorf("followed %+v", b)
+	}
+}

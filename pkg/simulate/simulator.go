@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -53,10 +54,8 @@ type Simulator struct {
 	byRule    map[*policy.Rule]*RuleResult
 	byVersion map[*bucket.Version]*policy.Rule
 	result    Result
-	// With CountBuckets: decisions per bucket, by key number, and the
-	// rule of each.
+	// With CountBuckets: decisions per bucket, by key number.
 	counts []int64
-	ruleOf []*policy.Rule
 	// Scratch for count: a descriptor's entries and bucket key.
 	entryBuf []policy.Entry
 	key      []byte
@@ -93,6 +92,9 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 			order++
 			if !r.Unlimited {
 				s.byVersion[r.Version] = r
+			}
+			for _, b := range r.Bands {
+				s.byVersion[b.Version] = r
 			}
 			if r.Version != nil { // not a not_limited or capacity 0 rule
 				rr.Lowest = r.Version.Params.Capacity()
@@ -187,7 +189,8 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 			rr.add(at, outcomeRefused)
 			continue
 		}
-		it := &c.items[next[k]+d.Verdicts[i].Band]
+		first := next[k]
+		it := &c.items[first+d.Verdicts[i].Band]
 		next[k] += bands
 		if d.Verdicts[i].Reason != "" {
 			// Refused (a shadow rule's too): a cost above max_cost has
@@ -201,7 +204,9 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 		if rr.FirstDry < 0 && it.result.Remaining < dryBelow(r) {
 			rr.FirstDry = at
 		}
-		s.bucket(at, it, r, req, i, c.out.Replayed)
+		for j := range bands { // each limit is a bucket of its own
+			s.bucket(at, &c.items[first+j], r, j, req, i, c.out.Replayed)
+		}
 	}
 }
 
@@ -264,14 +269,17 @@ func dryBelow(r *policy.Rule) int64 {
 	return r.Cost
 }
 
-// bucket counts a decision of a bucket, or records the balance of a
-// followed one (unless replayed: the answer was an earlier one's).
-func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, i int, replayed bool) {
+// bucket counts a decision of a bucket, the item of limit band of rule r
+// for descriptor i, or records the balance of a followed one (unless
+// replayed: the answer was an earlier one's).
+func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, band int, req *Request, i int, replayed bool) {
 	switch {
 	case it.key < 0:
 	case s.rec.grow:
-		if int(it.key) == len(s.counts) {
-			s.counts, s.ruleOf = append(s.counts, 0), append(s.ruleOf, r)
+		// The recorder numbered the keys of every item, some of which
+		// (refused descriptors' items) are never counted here.
+		for int(it.key) >= len(s.counts) {
+			s.counts = append(s.counts, 0)
 		}
 		s.counts[it.key]++
 	default:
@@ -279,6 +287,9 @@ func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, 
 		b.Decisions++
 		if b.Label == "" {
 			b.Label = r.KeyString(s.entries(req.Descriptors[i])) // the bucket as explain writes it
+			if len(r.Bands) > 1 {
+				b.Label += fmt.Sprintf(" limits[%d]", band+1)
+			}
 		}
 		if !replayed { // a replayed answer is not the bucket's now
 			b.Tokens = addMin(b.Tokens, at, balance(&it.result))
@@ -301,10 +312,11 @@ func (s *Simulator) Hottest(n int) []*Bucket {
 	})
 	out := make([]*Bucket, 0, min(n, len(ids)))
 	for _, id := range ids[:min(n, len(ids))] {
-		r := s.ruleOf[id]
-		b := &Bucket{Domain: r.Domain, Rule: r.Name, Capacity: r.Version.Params.Capacity(), Decisions: s.counts[id], key: s.rec.names[id]}
+		v := s.rec.versions[id]
+		r := s.byVersion[v]
+		b := &Bucket{Domain: r.Domain, Rule: r.Name, Capacity: v.Params.Capacity(), Decisions: s.counts[id], key: s.rec.names[id]}
 		if r.PostPaid() {
-			b.MaxDebt = r.Version.Params.MaxDebt()
+			b.MaxDebt = v.Params.MaxDebt()
 		}
 		out = append(out, b)
 	}
