@@ -102,7 +102,10 @@ const simulateNotes = `trace: CSV, a header row and then a request a line (# sta
   0,edge,user=alice,                               hits empty: each rule's cost
   0.5,edge,user=alice|user=alice;path=/export,3    descriptors by |, entries by ;
   1.000000001,edge,user=alice,-2                   a refund of 2; t exact to the ns
+  2,llm,request_id=r1|user=alice,|0                each descriptor's own hits, by |: a check
+  3,llm,request_id=r1|user=alice,|5000             and its report, with the request id
 or JSON lines: {"t":0.5,"domain":"edge","descriptors":[[{"key":"user","value":"alice"}]],"hits":3}
+  ("hits":[null,5000]: each descriptor's own)
 
 examples:
   tokengate simulate --policy policy.yaml --trace trace.csv

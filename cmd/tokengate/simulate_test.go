@@ -30,11 +30,18 @@ func TestSimulateJSON(t *testing.T) {
       "domain": "edge",
       "rule": "per-user",
       "shadow": false,
+      "charge": "before_request",
       "allowed": ` + allowed + `,
       "rejected": ` + rejected + `,
       "refused": 0,
       "blocked": 0,
       "refunds": 0,
+      "checks": 0,
+      "in_debt": 0,
+      "reports": 0,
+      "charged": ` + allowed + `,
+      "forgiven": 0,
+      "lowest": 0,
       "first_dry": "0"
     }`
 	}
@@ -156,7 +163,8 @@ func TestSimulateHelp(t *testing.T) {
 }
 
 // TestREADMESimulate: the table docs/simulate.md's "Simulate a policy"
-// shows is what the command prints for the example trace.
+// shows is what the command prints for the example trace, and so is each
+// command's output the page shows in a console block.
 func TestREADMESimulate(t *testing.T) {
 	t.Chdir("../..")
 	doc, err := os.ReadFile("docs/simulate.md")
@@ -176,5 +184,22 @@ func TestREADMESimulate(t *testing.T) {
 	}
 	if got := out.String(); got != "trace "+table {
 		t.Fatalf("docs/simulate.md shows:\ntrace %s\nthe command prints:\n%s", table, got)
+	}
+	// Every console block of the page is the command it shows and what
+	// it prints.
+	blocks := strings.Split(string(doc), "```console\n$ tokengate simulate ")[1:]
+	if len(blocks) == 0 {
+		t.Fatal("docs/simulate.md shows no console block of tokengate simulate")
+	}
+	for _, b := range blocks {
+		b, _, _ = strings.Cut(b, "```")
+		args, want, _ := strings.Cut(b, "\n")
+		out.Reset()
+		if code := run(append([]string{"simulate"}, strings.Fields(args)...), &out, &errOut); code != 0 {
+			t.Fatalf("simulate %s: exit %d: %s", args, code, errOut.String())
+		}
+		if out.String() != want {
+			t.Errorf("docs/simulate.md shows for simulate %s:\n%s\nthe command prints:\n%s", args, want, out.String())
+		}
 	}
 }

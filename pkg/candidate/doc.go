@@ -10,9 +10,10 @@
 //   - tokengate_candidate_disagreements_total{domain,kind}: requests one
 //     policy allowed and the other rejected, both from their stores'
 //     answers (a request either store failed is not compared: its answer
-//     says nothing of the limits);
-//   - per rule, the live and candidate decisions side by side, since the
-//     candidate was loaded, and the buckets that disagree most: a
+//     says nothing of the limits; nor is one that either policy reads as
+//     a post-paid rule's report, whose answer Envoy ignores: Decision.Report);
+//   - per rule, the live and candidate decisions side by side (and how
+//     many were reports), since the candidate was loaded, and the buckets that disagree most: a
 //     space-saving top list of at most Options.TopBuckets entries, keyed
 //     by the keyed hash of the bucket key that the live service's
 //     decision log and metadata show (Options.KeyHash; never the

@@ -59,6 +59,10 @@ type Decision struct {
 	// Key is the descriptor's bucket key, "" when it has none; it may
 	// alias the caller's memory, valid only during Observe.
 	Key string
+	// Report: the descriptor is a report of a post-paid rule (charge:
+	// after_response, its own hits_addend above 0), usage already served.
+	// Envoy sends it when the response is done and ignores the answer.
+	Report bool
 }
 
 // Rejects reports whether the decision makes its request OVER_LIMIT.
@@ -69,6 +73,20 @@ func (d Decision) Rejects() bool { return d.Result == OverLimit || d.Result == R
 type Request struct {
 	Domain          string
 	Live, Candidate []Decision
+}
+
+// report says whether either policy reads the request as a report: then
+// it is the call Envoy makes once the response is done, whose answer
+// reaches no client under either policy.
+func (r *Request) report() bool {
+	for _, ds := range [2][]Decision{r.Live, r.Candidate} {
+		for _, d := range ds {
+			if d.Report {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Options configure a Tracker.
@@ -122,8 +140,8 @@ type state struct {
 	table atomic.Pointer[table]
 	top   topList
 	// requests compared, and disagreements by kind: in all, and since the
-	// last summary line.
-	compared, window          atomic.Uint64
+	// last summary line; reports, never compared.
+	compared, window, reports atomic.Uint64
 	disagreed, windowDisagree [numKinds]atomic.Uint64
 	nextLog                   atomic.Int64 // when the next summary is due
 }
@@ -132,6 +150,7 @@ type state struct {
 type row struct {
 	domain, rule string
 	live, cand   [numResults]atomic.Uint64
+	reports      [2]atomic.Uint64        // of them, reports: live, candidate
 	disagreed    [numKinds]atomic.Uint64 // requests this rule's bucket decided the disagreement of
 	counters     [numResults]prometheus.Counter
 }
@@ -146,13 +165,20 @@ type table struct {
 }
 
 // Observe records a request decided at now (the service's clock reading)
-// under live and the candidate cand.
+// under live and the candidate cand. A request either policy reads as a
+// report (Decision.Report) is counted per rule but never compared: Envoy
+// ignores the answer of the call that reports a response's usage, so no
+// client sees either answer, whatever the two say. What a report changes,
+// the balance, shows in the checks that follow it.
 func (t *Tracker) Observe(now int64, live, cand *policy.Policy, req *Request) {
 	st := t.stateFor(cand, now)
 	tb := st.tableFor(t, live)
 	liveRejects, liveOK := tb.count(live, req.Domain, req.Live, false)
 	candRejects, candOK := tb.count(cand, req.Domain, req.Candidate, true)
-	if liveOK && candOK {
+	switch {
+	case req.report():
+		st.reports.Add(1)
+	case liveOK && candOK:
 		st.compared.Add(1)
 		st.window.Add(1)
 		switch {
@@ -178,10 +204,20 @@ func (tb *table) count(p *policy.Policy, domain string, ds []Decision, cand bool
 		} else {
 			r.live[d.Result].Add(1)
 		}
+		if d.Report {
+			r.reports[b2i(cand)].Add(1)
+		}
 		rejects = rejects || d.Rejects()
 		answered = answered && d.Result != StoreError
 	}
 	return rejects, answered
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // disagree counts a disagreement of kind, decided by the rejecting

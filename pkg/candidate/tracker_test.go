@@ -177,3 +177,37 @@ func TestRefusedHasNoBucket(t *testing.T) {
 		t.Fatalf("view %+v", v)
 	}
 }
+
+// TestTrackerReports: a request either policy reads as a report is
+// counted per rule, with how many of its decisions were reports, and in
+// the view's reports, never compared: not in requests, no disagreement,
+// whatever the two answered (Envoy ignores a report's answer).
+func TestTrackerReports(t *testing.T) {
+	f := newFixture(t, 0)
+	lr, cr := f.live.Rule("edge", "per-user"), f.cand.Rule("edge", "per-user")
+	for _, c := range []struct {
+		live, cand             Result
+		liveReport, candReport bool
+	}{
+		{OK, OverLimit, false, true}, // pre-paid live covers it, the post-paid candidate goes into debt
+		{Refused, OK, false, true},   // above the live capacity; the candidate charges it
+		{OverLimit, OK, true, false}, // the reverse
+		{OverLimit, OverLimit, true, true},
+	} {
+		f.tr.Observe(f.clk.Now(), f.live, f.cand, &Request{Domain: "edge",
+			Live:      []Decision{{Rule: lr, Result: c.live, Key: "ka", Report: c.liveReport}},
+			Candidate: []Decision{{Rule: cr, Result: c.cand, Key: "ka", Report: c.candReport}}})
+	}
+	f.observe("a", OK, OverLimit) // a check: compared
+	v := f.tr.View(f.cand, f.clk.Now())
+	if v.Requests != 1 || v.Reports != 4 || v.Disagreements[metrics.LiveAllowedCandidateRejected] != 1 || v.Disagreements[metrics.LiveRejectedCandidateAllowed] != 0 {
+		t.Fatalf("view: requests %d, reports %d, disagreements %v", v.Requests, v.Reports, v.Disagreements)
+	}
+	if len(v.Rules) != 1 || v.Rules[0].Reports["live"] != 2 || v.Rules[0].Reports["candidate"] != 3 ||
+		v.Rules[0].Live["over_limit"] != 2 || v.Rules[0].Candidate["over_limit"] != 3 {
+		t.Fatalf("rules %+v", v.Rules)
+	}
+	if len(v.TopBuckets) != 1 || v.TopBuckets[0].Disagreements != 1 {
+		t.Fatalf("top buckets %+v: a report counted", v.TopBuckets)
+	}
+}

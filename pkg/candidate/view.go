@@ -22,8 +22,11 @@ type View struct {
 	// Requests compared (both stores answered) and disagreements by kind.
 	Requests      uint64            `json:"requests"`
 	Disagreements map[string]uint64 `json:"disagreements"`
-	Rules         []RuleView        `json:"rules"`
-	TopBuckets    []BucketView      `json:"top_buckets"`
+	// Reports are the requests either policy read as a post-paid rule's
+	// report, never compared: Envoy ignores their answer.
+	Reports    uint64       `json:"reports"`
+	Rules      []RuleView   `json:"rules"`
+	TopBuckets []BucketView `json:"top_buckets"`
 }
 
 // PolicyView names a policy.
@@ -38,10 +41,14 @@ type PolicyView struct {
 // disagreements its buckets decided (its policy rejected, the other
 // allowed).
 type RuleView struct {
-	Domain        string            `json:"domain"`
-	Rule          string            `json:"rule"`
-	Live          map[string]uint64 `json:"live"`
-	Candidate     map[string]uint64 `json:"candidate"`
+	Domain    string            `json:"domain"`
+	Rule      string            `json:"rule"`
+	Live      map[string]uint64 `json:"live"`
+	Candidate map[string]uint64 `json:"candidate"`
+	// Reports are how many of the decisions were reports, under each
+	// ("live", "candidate"): a report's over_limit was charged, and
+	// answered to no one.
+	Reports       map[string]uint64 `json:"reports,omitempty"`
 	Disagreements map[string]uint64 `json:"disagreements,omitempty"`
 }
 
@@ -79,7 +86,7 @@ func (t *Tracker) View(cand *policy.Policy, now int64) View {
 		return v
 	}
 	v.SinceSeconds = time.Duration(now - st.since).Seconds()
-	v.Requests = st.compared.Load()
+	v.Requests, v.Reports = st.compared.Load(), st.reports.Load()
 	for k := range numKinds {
 		v.Disagreements[kindNames[k]] = st.disagreed[k].Load()
 	}
@@ -88,6 +95,14 @@ func (t *Tracker) View(cand *policy.Policy, now int64) View {
 	t.mu.Unlock()
 	for _, r := range rows {
 		rv := RuleView{Domain: r.domain, Rule: r.rule, Live: counts(&r.live), Candidate: counts(&r.cand)}
+		for i, side := range [2]string{"live", "candidate"} {
+			if n := r.reports[i].Load(); n > 0 {
+				if rv.Reports == nil {
+					rv.Reports = map[string]uint64{}
+				}
+				rv.Reports[side] = n
+			}
+		}
 		for k := range numKinds {
 			if n := r.disagreed[k].Load(); n > 0 {
 				if rv.Disagreements == nil {

@@ -128,7 +128,7 @@ func (cs *candidateReqState) finish(ctx context.Context, c *Candidate, now int64
 
 // decisions appends each descriptor's decision (the request-id descriptor
 // left out), with the result of its verdict: what tokengate_decisions_total
-// counts it under. The live plan was judged already; the candidate's is
+// counts it under, and whether it is a report. The live plan was judged already; the candidate's is
 // judged here, without a rule table (its verdicts feed no response).
 func (rs *reqState) decisions(out []candidate.Decision) []candidate.Decision {
 	if len(rs.verdicts) != len(rs.descs) {
@@ -139,8 +139,11 @@ func (rs *reqState) decisions(out []candidate.Decision) []candidate.Decision {
 		if v.Result == ResultRequestID {
 			continue
 		}
-		d := candidate.Decision{Rule: v.Rule, Result: candidateResults[v.Result]}
-		if ds := &rs.descs[i]; ds.item >= 0 {
+		ds := &rs.descs[i]
+		// A post-paid rule's descriptor with a cost is a report (costOf).
+		d := candidate.Decision{Rule: v.Rule, Result: candidateResults[v.Result],
+			Report: v.Rule != nil && v.Rule.Charge == policy.AfterResponse && ds.cost != 0}
+		if ds.item >= 0 {
 			d.Key = rs.batch(ds.rule).req.Items[ds.item].Key
 		}
 		out = append(out, d)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/pkg/candidate"
+	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -262,4 +264,126 @@ func gather(t *testing.T, v *prometheus.CounterVec) map[string]float64 {
 		out[l["domain"]+"/"+l["rule"]+"/"+l["result"]] = pb.Counter.GetValue()
 	}
 	return out
+}
+
+// candidateFixture is a fixture deciding live, with cand as its candidate
+// on a memory store of its own, and the candidate's tracker and metrics.
+func candidateFixture(t *testing.T, live, cand *policy.Policy) (*fixture, *candidate.Tracker, *metrics.Candidate) {
+	t.Helper()
+	f := newFixtureWith(t, "domains: {}\n", func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) }, nil)
+	cm := metrics.NewCandidate(prometheus.NewRegistry())
+	tr := candidate.New(candidate.Options{Metrics: cm, Clock: f.clk})
+	svc, err := New(Options{Policy: func() *policy.Policy { return live }, Store: f.store, Metrics: f.m, Clock: f.clk,
+		Candidate: &Candidate{Policy: func() *policy.Policy { return cand }, Store: memory.New(memory.Options{Clock: f.clk}), Tracker: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc = svc
+	return f, tr, cm
+}
+
+// chargedBudget is a budget on user_id of capacity tokens an hour, charged
+// as charge says ("" for before the request), with more of its fields
+// (YAML lines) if any.
+func chargedBudget(t *testing.T, capacity, charge string, more ...string) *policy.Policy {
+	t.Helper()
+	src := "request_id_key: request_id\ndomains:\n  edge:\n    - name: tokens\n      match: [{key: user_id}]\n      capacity: " + capacity + "\n      refill: " + capacity + "/h\n"
+	if charge != "" {
+		src += "      charge: " + charge + "\n"
+	}
+	for _, m := range more {
+		src += "      " + m + "\n"
+	}
+	p, err := policy.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Activate()
+	return p
+}
+
+// TestCandidatePostPaid: a post-paid candidate beside a pre-paid live
+// policy, and the reverse, each on its own buckets. A report is compared
+// as a report: its answer reaches no client (Envoy ignores the call made
+// when the stream is done), so a request that either policy reads as a
+// report is counted per rule and in the view's reports, never as a
+// disagreement, whatever the two answered. The check after it is
+// compared: the post-paid budget is in debt and refuses it, the
+// pre-paid one lets it through.
+func TestCandidatePostPaid(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		live, cand       *policy.Policy
+		kind             string // the check's disagreement
+		reportsLive      uint64 // of the rule's decisions, reports
+		reportsCandidate uint64
+	}{
+		{"live pre-paid, candidate post-paid", chargedBudget(t, "2000", ""), chargedBudget(t, "1000", "after_response"),
+			metrics.LiveAllowedCandidateRejected, 0, 1},
+		{"live post-paid, candidate pre-paid", chargedBudget(t, "1000", "after_response"), chargedBudget(t, "2000", ""),
+			metrics.LiveRejectedCandidateAllowed, 1, 0},
+		{"live post-paid, candidate every_hit", chargedBudget(t, "1000", "after_response"), chargedBudget(t, "2000", "every_hit"),
+			metrics.LiveRejectedCandidateAllowed, 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, tr, cm := candidateFixture(t, c.live, c.cand)
+			f.call(t, 0, hits(descr("user_id", "u"), 0))                              // a check: both OK
+			f.call(t, 0, hits(descr("user_id", "u"), 1500), descr("request_id", "r")) // its report: 1500 of 2000 pre-paid, -500 post-paid
+			f.call(t, 0, hits(descr("user_id", "u"), 0))                              // a check: the post-paid budget is in debt
+			v := tr.View(c.cand, f.clk.Now())
+			if v.Requests != 2 || v.Reports != 1 {
+				t.Errorf("compared %d, reports %d; want 2, 1", v.Requests, v.Reports)
+			}
+			for _, k := range []string{metrics.LiveAllowedCandidateRejected, metrics.LiveRejectedCandidateAllowed} {
+				want := 0.0
+				if k == c.kind {
+					want = 1
+				}
+				if got := testutil.ToFloat64(cm.Disagreements.WithLabelValues("edge", k)); got != want {
+					t.Errorf("%s: %v, want %v", k, got, want)
+				}
+				if v.Disagreements[k] != uint64(want) {
+					t.Errorf("view %s: %d, want %v", k, v.Disagreements[k], want)
+				}
+			}
+			var rv *candidate.RuleView
+			for i := range v.Rules {
+				if v.Rules[i].Rule == "tokens" {
+					rv = &v.Rules[i]
+				}
+			}
+			if rv == nil || rv.Reports["live"] != c.reportsLive || rv.Reports["candidate"] != c.reportsCandidate {
+				t.Errorf("rule tokens: %+v", rv)
+			}
+		})
+	}
+}
+
+// TestCandidateReservations: a candidate with reservations holds them on
+// its own store, and its reports settle them there: reserve 400 of 1000
+// beside a pre-paid live budget. a's and b's checks hold 800, so c's is
+// refused by the candidate alone (a disagreement); a's report of 100
+// settles a's 400 (300 back: 500), so d's check holds 400 again; the live
+// budget was never charged by the candidate.
+func TestCandidateReservations(t *testing.T) {
+	f, tr, cm := candidateFixture(t, chargedBudget(t, "1000", ""), chargedBudget(t, "1000", "after_response", "reserve: 400"))
+	check := func(id string) *rlsv3.RateLimitResponse {
+		return f.call(t, 0, descr("request_id", id), hits(descr("user_id", "u"), 0))
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if r := check(id); r.OverallCode != ok || r.Statuses[1].LimitRemaining != 1000 {
+			t.Fatalf("live check %s: %v", id, r)
+		}
+	}
+	f.call(t, 0, descr("request_id", "a"), hits(descr("user_id", "u"), 100))
+	check("d")
+	if got := testutil.ToFloat64(cm.Disagreements.WithLabelValues("edge", metrics.LiveAllowedCandidateRejected)); got != 1 {
+		t.Errorf("disagreements %v, want 1 (c's check)", got)
+	}
+	if got := testutil.ToFloat64(cm.Decisions.WithLabelValues("edge", "tokens", metrics.ResultOK)); got != 4 {
+		t.Errorf("candidate ok %v, want 4 (a, b, d's checks, a's report)", got)
+	}
+	if v := tr.View(f.svc.opts.Candidate.Policy(), f.clk.Now()); v.Requests != 4 || v.Reports != 1 {
+		t.Errorf("compared %d, reports %d; want 4, 1", v.Requests, v.Reports)
+	}
 }

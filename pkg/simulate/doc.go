@@ -21,16 +21,21 @@
 // each entry key=value (the value is what follows the first "="; a value
 // with "|" or ";" needs JSON lines). hits, when set, is every descriptor's
 // hits_addend (0 checks only); negative is a refund of that many tokens
-// (is_negative_hits); empty is each rule's cost. Fields may be quoted as
-// CSV allows; lines starting with "#" are comments.
+// (is_negative_hits); empty is each rule's cost. Separated by "|", it is
+// each descriptor's own, in order, empty for none ("|5000": none for the
+// first, a report of 5000 for the second). Fields may be quoted as CSV
+// allows; lines starting with "#" are comments. A request id is a
+// descriptor, as Envoy sends it: the policy's request_id_key alone
+// (request_id=r1|user=alice), so a check and then a report with one id
+// replay reservations (and idempotent repeats) exactly.
 //
 // JSON lines, one request an object, told apart by a first "{":
 //
 //	{"t":0.25,"domain":"edge","descriptors":[[{"key":"user","value":"alice"}]],"hits":-3}
 //
-// t may also be a string ("0.25"), hits may be left out or null; other
-// fields are ignored, so access logs that carry these fields replay as
-// they are. A bad line stops the replay with an error naming the trace,
+// t may also be a string ("0.25"), hits may be left out or null, or a
+// list of one per descriptor (null: none); other fields are ignored, so
+// access logs that carry these fields replay as they are. A bad line stops the replay with an error naming the trace,
 // the line and what is wrong; so does a request the service itself
 // refuses as malformed (an empty domain, more than 64 descriptors).
 //
@@ -40,17 +45,25 @@
 // allowed, rejected, refused (never passable), blocked (another descriptor
 // of the request was denied, so nothing was charged: all or nothing) or a
 // refund; a shadow rule is counted like the others although it never
-// denies. FirstDry is the first instant a bucket of the rule was left with
-// fewer tokens than the rule's cost. The counts come from the store's own
-// answers, item by item, seen through a recorder in front of the memory
-// store (recorder.go).
+// denies. A report of a post-paid rule, and a hit of an every_hit rule,
+// is charged whatever the rest of its request says, so it is never
+// blocked: allowed when it left its bucket at zero or above, rejected
+// (answered OVER_LIMIT, charged all the same) when in debt. Beside them:
+// the checks and reports among them, the checks rejected in debt, the
+// tokens charged and forgiven (beyond max_debt), the lowest balance a
+// decision left. FirstDry is the first instant a bucket of the rule was
+// left with fewer tokens than the rule's cost (a post-paid rule's: than a
+// check needs). The counts come from the store's own answers, item by
+// item, seen through a recorder in front of the memory store
+// (recorder.go).
 //
 // # Several policies and the hottest buckets
 //
 // Run replays one trace through several policies in step, each on buckets
 // and a clock of its own (--compare). With RunOptions.Hot it replays the
 // trace a second time to follow the buckets that decided most in the
-// first, recording their fewest tokens per second; WritePNG draws both.
+// first, recording their lowest balance per second (negative in debt);
+// WritePNG draws both.
 //
 // A Simulator is not safe for concurrent use.
 package simulate

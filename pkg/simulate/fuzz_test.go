@@ -16,6 +16,8 @@ func FuzzTrace(f *testing.F) {
 	f.Add("t,domain,entries\n1,edge,\"user=a;b=c\"\n")
 	f.Add(`{"t":0,"domain":"edge","descriptors":[[{"key":"user","value":"a"}]],"hits":3}` + "\n" + `{"t":"1.5","domain":"edge","descriptors":[[]]}`)
 	f.Add(header + "# c\n\n9223372036.854775807,edge,probe=p,99999999999\n")
+	f.Add(header + "0,edge,user=a|path=/x,0|-2\n1,edge,user=a|path=/x,|\n")
+	f.Add(`{"t":0,"domain":"edge","descriptors":[[{"key":"user","value":"a"}],[{"key":"path","value":"/x"}]],"hits":[5,null]}`)
 	pol := parsePolicy(f, "p.yaml", testPolicy)
 	f.Fuzz(func(t *testing.T, trace string) {
 		s, err := New(pol, Options{})

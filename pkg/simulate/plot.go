@@ -28,10 +28,12 @@ const (
 
 // WritePNG draws the results on one figure, a PNG: allowed per second of
 // each rule, rejected (and refused) per second, and, when buckets were
-// followed, one panel per bucket with the fewest tokens it held in each
-// second it decided, from 0 to its rule's capacity (one axis for all would
-// flatten a 5-token bucket beside a 1000-token one, and a log axis cannot
-// show the 0 of a dry bucket). A rule has one colour in every panel, named
+// followed, one panel per bucket with the lowest balance it held in each
+// second it decided, from 0 (-max_debt for a rule charged after the
+// response or every hit, which may take it below zero) to its rule's
+// capacity (one axis for all would flatten a 5-token bucket beside a
+// 1000-token one, and a log axis cannot show the 0 of a dry bucket or a
+// debt). A rule has one colour in every panel, named
 // once in the legend right of the panels; the first policy is drawn solid,
 // a second (--compare) dashed. A trace longer than maxBins seconds is
 // drawn in bins of whole seconds, each point the mean per second of its
@@ -58,11 +60,12 @@ type figure struct {
 	Rates, Buckets []*panel
 }
 
-// panel is one plot of the figure; every axis is linear, from 0.
+// panel is one plot of the figure; every axis is linear, from 0 but a
+// bucket's y axis, from YMin.
 type panel struct {
 	Title, XLabel, YLabel string
 	XMax                  float64
-	YMax                  float64 // 0: from the data
+	YMin, YMax            float64 // YMax 0: from the data
 	Lines                 []line
 }
 
@@ -124,10 +127,20 @@ func layout(results []*Result) *figure {
 				byLabel[b.Label] = p
 				f.Buckets = append(f.Buckets, p)
 			}
-			// A little room above a full bucket's line.
-			p.YMax = max(p.YMax, float64(b.Capacity)*1.04)
-			if c := fmt.Sprint(b.Capacity); !slices.Contains(capacities[b.Label], c) {
-				capacities[b.Label] = append(capacities[b.Label], c)
+			// A little room above a full bucket's line, and below the
+			// deepest debt.
+			room := float64(b.Capacity+b.MaxDebt) * 0.04
+			p.YMax = max(p.YMax, float64(b.Capacity)+room)
+			if b.MaxDebt > 0 {
+				p.YMin = min(p.YMin, -float64(b.MaxDebt)-room)
+				p.YLabel = "tokens (below 0: debt)"
+			}
+			limits := fmt.Sprint(b.Capacity)
+			if b.MaxDebt > 0 {
+				limits += fmt.Sprintf(", max_debt %d", b.MaxDebt)
+			}
+			if !slices.Contains(capacities[b.Label], limits) {
+				capacities[b.Label] = append(capacities[b.Label], limits)
 			}
 			c := pal.of(ruleKey{b.Domain, b.Rule})
 			for _, xys := range tokenLines(b.Tokens, width) {
@@ -136,7 +149,11 @@ func layout(results []*Result) *figure {
 		}
 	}
 	for label, p := range byLabel {
-		p.Title = label + "\nfewest tokens " + each + ", capacity " + strings.Join(capacities[label], " vs ")
+		sep := ", " // a bucket that may go into debt says so on a line of its own
+		if p.YMin < 0 {
+			sep = "\n"
+		}
+		p.Title = label + "\nlowest balance " + each + sep + "capacity " + strings.Join(capacities[label], " vs ")
 	}
 	f.Legend = pal.legend()
 	if len(results) > 1 {
@@ -233,7 +250,7 @@ func rateLines(series []Second, width, bins int64) (plotter.XYs, plotter.XYs) {
 	return a, r
 }
 
-// tokenLines are a bucket's fewest tokens per bin, a line for each run of
+// tokenLines are a bucket's lowest balance per bin, a line for each run of
 // bins in which it decided, each point holding over its bin: between two
 // runs nothing asked the bucket, and its balance there (refilling) is not
 // drawn.

@@ -104,8 +104,8 @@ func (f *figure) draw(c draw.Canvas) error {
 	return nil
 }
 
-// plot is the panel as a gonum plot: linear axes from 0, a grid, the
-// lines as steps that hold over each second (or bin).
+// plot is the panel as a gonum plot: linear axes from 0 (y from YMin), a
+// grid, the lines as steps that hold over each second (or bin).
 func (p *panel) plot() (*plot.Plot, error) {
 	pl := plot.New()
 	pl.Title.Text = p.Title
@@ -127,7 +127,7 @@ func (p *panel) plot() (*plot.Plot, error) {
 		pl.Add(pts)
 	}
 	pl.X.Min, pl.X.Max = 0, p.XMax
-	pl.Y.Min = 0
+	pl.Y.Min = p.YMin
 	if p.YMax > 0 {
 		pl.Y.Max = p.YMax
 	} else {

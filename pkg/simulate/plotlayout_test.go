@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,8 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/plot-layout.golden")
 
 // layoutPolicy has buckets of 1000, 5 and 2 tokens: on one axis the two
-// small ones would be drawn flat at 0.
+// small ones would be drawn flat at 0; and a post-paid budget of 100
+// tokens that may go 400 below zero.
 const layoutPolicy = `domains:
   edge:
     - name: global
@@ -36,10 +38,18 @@ const layoutPolicy = `domains:
       capacity: 2
       refill: 1/5s
       shadow: true
+    - name: llm-tokens
+      match: [{key: model}]
+      capacity: 100
+      refill: 10/s
+      charge: after_response
+      max_debt: 400
 `
 
-// layoutTrace is 30 s of a steady user, one in bursts every 10 s, logins
-// and a batch path that spends 10 tokens a request for 2 s.
+// layoutTrace is 30 s of a steady user, one in bursts every 10 s, logins,
+// a batch path that spends 10 tokens a request for 2 s, and checks of a
+// model's budget every 100 ms with a report of 60 tokens each second:
+// down to -400, the max_debt, and forgiven beyond.
 func layoutTrace() []byte {
 	var b strings.Builder
 	b.WriteString(header)
@@ -57,6 +67,12 @@ func layoutTrace() []byte {
 		if ms%20_000 < 2000 {
 			b.WriteString(at + ",edge,path=/batch,10\n")
 		}
+		if ms%100 == 0 {
+			b.WriteString(at + ",edge,model=m,0\n")
+		}
+		if ms%1000 == 500 {
+			b.WriteString(at + ",edge,model=m,60\n")
+		}
 	}
 	return []byte(b.String())
 }
@@ -64,13 +80,14 @@ func layoutTrace() []byte {
 // TestPlotLayout: what the figure shows and where, not its pixels: the
 // legend right of every panel's data and level with the first one's top,
 // one colour per rule in every panel (palette order: first drawn, first
-// coloured), a linear axis from 0 to its rule's capacity in a panel per
-// bucket, titles that name the rule (or bucket) and the unit. The
-// description is testdata/plot-layout.golden; -update rewrites it.
+// coloured), a linear axis from 0 (-max_debt for a post-paid rule) to its
+// rule's capacity in a panel per bucket, titles that name the rule (or
+// bucket) and the unit. The description is testdata/plot-layout.golden;
+// -update rewrites it.
 func TestPlotLayout(t *testing.T) {
 	pols := []*policy.Policy{parsePolicy(t, "live.yaml", layoutPolicy),
 		parsePolicy(t, "raised.yaml", strings.Replace(layoutPolicy, "capacity: 5\n", "capacity: 10\n", 1))}
-	res, err := Run(context.Background(), BytesTrace("t.csv", layoutTrace()), pols, RunOptions{Hot: 3})
+	res, err := Run(context.Background(), BytesTrace("t.csv", layoutTrace()), pols, RunOptions{Hot: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +117,7 @@ func TestPlotLayout(t *testing.T) {
 // describeLayout writes what the golden file holds: the figure's size and
 // title; where the legend is, measured on the laid-out canvas, and its
 // entries with their colours; each panel's title, axes as drawn (label,
-// scale, range) and lines.
+// scale, range), the range of its data and its lines.
 func describeLayout(f *figure, d *drawing) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "figure %.1f x %.1f in: %q\n", figureWidth/vg.Inch, f.height()/vg.Inch, f.Title)
@@ -136,6 +153,13 @@ func describeLayout(f *figure, d *drawing) string {
 			}{{"x", pl.X}, {"y", pl.Y}} {
 				fmt.Fprintf(&b, "    %s %q %T %.6g..%.6g\n", a.name, a.ax.Label.Text, a.ax.Scale, a.ax.Min, a.ax.Max)
 			}
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, l := range p.Lines {
+				for _, xy := range l.XYs {
+					lo, hi = min(lo, xy.Y), max(hi, xy.Y)
+				}
+			}
+			fmt.Fprintf(&b, "    data y %.6g..%.6g\n", lo, hi)
 			fmt.Fprintf(&b, "    lines:")
 			for j := 0; j < len(p.Lines); {
 				k := j

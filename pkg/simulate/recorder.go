@@ -20,9 +20,10 @@ type recorder struct {
 	// keys numbers bucket keys. With grow, every new key is added (to
 	// count decisions per bucket); without, only the keys already there
 	// are followed and every other key is -1. nil: no key is followed.
-	keys  map[string]int32
-	names []string // with grow: the keys by number
-	grow  bool
+	keys     map[string]int32
+	names    []string          // with grow: the keys by number
+	versions []*bucket.Version // with grow: each key's version when first seen
+	grow     bool
 }
 
 var _ store.Store = (*recorder)(nil)
@@ -37,6 +38,7 @@ type storeCall struct {
 type decided struct {
 	version    *bucket.Version
 	cost       int64
+	charge     store.Charge
 	result     store.Result
 	key        int32 // the key's number in recorder.keys, -1 if none
 	start, end int   // the key in storeCall.keys
@@ -65,14 +67,14 @@ func (r *recorder) Decide(ctx context.Context, req *store.Request, results []sto
 	for i, it := range req.Items {
 		start := len(c.keys)
 		c.keys = append(c.keys, it.Key...)
-		c.items = append(c.items, decided{version: it.Version, cost: it.Cost, result: results[i], key: r.key(it.Key), start: start, end: len(c.keys)})
+		c.items = append(c.items, decided{version: it.Version, cost: it.Cost, charge: it.Charge, result: results[i], key: r.key(it.Key, it.Version), start: start, end: len(c.keys)})
 	}
 	return out, nil
 }
 
-// key numbers a bucket key. The key aliases the service's buffer, so a new
-// one is copied.
-func (r *recorder) key(k string) int32 {
+// key numbers a bucket key, of version v. The key aliases the service's
+// buffer, so a new one is copied.
+func (r *recorder) key(k string, v *bucket.Version) int32 {
 	if r.keys == nil {
 		return -1
 	}
@@ -84,6 +86,6 @@ func (r *recorder) key(k string) int32 {
 	}
 	n := int32(len(r.names))
 	k = strings.Clone(k)
-	r.keys[k], r.names = n, append(r.names, k)
+	r.keys[k], r.names, r.versions = n, append(r.names, k), append(r.versions, v)
 	return n
 }

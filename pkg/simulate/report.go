@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/tokengate/tokengate/pkg/policy"
 )
 
 // Report is the JSON form of a Result (`tokengate simulate --format json`;
@@ -24,15 +26,23 @@ type Report struct {
 
 // RuleReport is one rule of a Report.
 type RuleReport struct {
-	Domain   string  `json:"domain"`
-	Rule     string  `json:"rule"`
-	Shadow   bool    `json:"shadow"`
-	Allowed  int64   `json:"allowed"`
-	Rejected int64   `json:"rejected"`
-	Refused  int64   `json:"refused"`
-	Blocked  int64   `json:"blocked"`
-	Refunds  int64   `json:"refunds"`
-	FirstDry *string `json:"first_dry"` // seconds from the start, null: never
+	Domain   string `json:"domain"`
+	Rule     string `json:"rule"`
+	Shadow   bool   `json:"shadow"`
+	Charge   string `json:"charge"` // before_request, after_response, every_hit; "unlimited"
+	Allowed  int64  `json:"allowed"`
+	Rejected int64  `json:"rejected"`
+	Refused  int64  `json:"refused"`
+	Blocked  int64  `json:"blocked"`
+	Refunds  int64  `json:"refunds"`
+	Checks   int64  `json:"checks"`
+	InDebt   int64  `json:"in_debt"`
+	Reports  int64  `json:"reports"`
+	Charged  int64  `json:"charged"`
+	Forgiven int64  `json:"forgiven"`
+	Lowest   *int64 `json:"lowest"` // null: an unlimited rule
+	// FirstDry is seconds from the start, null: never.
+	FirstDry *string `json:"first_dry"`
 }
 
 // NewReport is the report of results[0], with results[1] as its Compare
@@ -44,8 +54,12 @@ func NewReport(results []*Result) *Report {
 		rep = &Report{Policy: r.Policy, Requests: r.Requests, OverLimit: r.OverLimit, NoRule: r.NoRule,
 			End: FormatSeconds(r.End), Rules: make([]RuleReport, len(r.Rules)), Compare: rep}
 		for j, rr := range r.Rules {
-			rep.Rules[j] = RuleReport{Domain: rr.Domain, Rule: rr.Rule, Shadow: rr.Shadow, Allowed: rr.Allowed,
-				Rejected: rr.Rejected, Refused: rr.Refused, Blocked: rr.Blocked, Refunds: rr.Refunds}
+			rep.Rules[j] = RuleReport{Domain: rr.Domain, Rule: rr.Rule, Shadow: rr.Shadow, Charge: charge(rr),
+				Allowed: rr.Allowed, Rejected: rr.Rejected, Refused: rr.Refused, Blocked: rr.Blocked, Refunds: rr.Refunds,
+				Checks: rr.Checks, InDebt: rr.InDebt, Reports: rr.Reports, Charged: rr.Charged, Forgiven: rr.Forgiven}
+			if !rr.Unlimited {
+				rep.Rules[j].Lowest = &rr.Lowest
+			}
 			if rr.FirstDry >= 0 {
 				s := FormatSeconds(rr.FirstDry)
 				rep.Rules[j].FirstDry = &s
@@ -53,6 +67,15 @@ func NewReport(results []*Result) *Report {
 		}
 	}
 	return rep
+}
+
+// charge is how rr's rule charges, as the policy writes it, or
+// "unlimited".
+func charge(rr *RuleResult) string {
+	if rr.Unlimited {
+		return "unlimited"
+	}
+	return rr.Charge.String()
 }
 
 // WriteJSON writes the report as one indented JSON document.
@@ -64,7 +87,10 @@ func WriteJSON(w io.Writer, results []*Result) error {
 
 // WriteText writes the results as an aligned table, one row per rule and
 // the policies side by side ("-": the rule is not in that policy or
-// decided nothing there).
+// decided nothing there). When a rule of any of them is charged after the
+// response or every hit, each policy also has the columns of its checks,
+// checks rejected in debt, reports, tokens charged and forgiven, and
+// lowest balance.
 func WriteText(w io.Writer, trace string, results []*Result) error {
 	if len(results) == 0 {
 		return nil
@@ -79,17 +105,24 @@ func WriteText(w io.Writer, trace string, results []*Result) error {
 		fmt.Fprintf(w, "%s %s: %d over limit, %s without a rule\n", name, r.Policy, r.OverLimit, plural(r.NoRule, "descriptor"))
 	}
 	fmt.Fprintln(w)
+	cols := textColumns
+	if postPaid(results) {
+		cols = append(cols[:len(cols):len(cols)], postPaidColumns...)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(results) > 1 {
 		row := []string{"", ""}
 		for i := range results {
-			row = append(row, fmt.Sprintf("policy %d", i+1), "", "", "", "", "")
+			row = append(row, fmt.Sprintf("policy %d", i+1))
+			row = append(row, make([]string, len(cols)-1)...)
 		}
 		fmt.Fprintln(tw, strings.TrimRight(strings.Join(row, "\t"), "\t"))
 	}
 	head := []string{"domain", "rule"}
 	for range results {
-		head = append(head, "allowed", "rejected", "refused", "blocked", "refunds", "first dry")
+		for _, c := range cols {
+			head = append(head, c.head)
+		}
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	byKey := make([]map[ruleKey]*RuleResult, len(results))
@@ -103,25 +136,74 @@ func WriteText(w io.Writer, trace string, results []*Result) error {
 		row := []string{k.domain, k.rule}
 		for i := range results {
 			rr := byKey[i][k]
-			if rr == nil {
-				row = append(row, "-", "-", "-", "-", "-", "-")
-				continue
-			}
-			if rr.Shadow {
+			if rr != nil && rr.Shadow {
 				row[1] = k.rule + " (shadow)"
 			}
-			dry := "-"
-			if rr.FirstDry >= 0 {
-				dry = FormatSeconds(rr.FirstDry) + "s"
+			for _, c := range cols {
+				if rr == nil {
+					row = append(row, "-")
+				} else {
+					row = append(row, c.cell(rr))
+				}
 			}
-			for _, n := range []int64{rr.Allowed, rr.Rejected, rr.Refused, rr.Blocked, rr.Refunds} {
-				row = append(row, strconv.FormatInt(n, 10))
-			}
-			row = append(row, dry)
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
+}
+
+// column is a column of the text table: its head and a rule's cell.
+type column struct {
+	head string
+	cell func(*RuleResult) string
+}
+
+func count(f func(*RuleResult) int64) func(*RuleResult) string {
+	return func(rr *RuleResult) string { return strconv.FormatInt(f(rr), 10) }
+}
+
+// textColumns are every table's, postPaidColumns those added when a
+// rule is charged after the response or every hit.
+var (
+	textColumns = []column{
+		{"allowed", count(func(rr *RuleResult) int64 { return rr.Allowed })},
+		{"rejected", count(func(rr *RuleResult) int64 { return rr.Rejected })},
+		{"refused", count(func(rr *RuleResult) int64 { return rr.Refused })},
+		{"blocked", count(func(rr *RuleResult) int64 { return rr.Blocked })},
+		{"refunds", count(func(rr *RuleResult) int64 { return rr.Refunds })},
+		{"first dry", func(rr *RuleResult) string {
+			if rr.FirstDry < 0 {
+				return "-"
+			}
+			return FormatSeconds(rr.FirstDry) + "s"
+		}},
+	}
+	postPaidColumns = []column{
+		{"checks", count(func(rr *RuleResult) int64 { return rr.Checks })},
+		{"in debt", count(func(rr *RuleResult) int64 { return rr.InDebt })},
+		{"reports", count(func(rr *RuleResult) int64 { return rr.Reports })},
+		{"charged", count(func(rr *RuleResult) int64 { return rr.Charged })},
+		{"forgiven", count(func(rr *RuleResult) int64 { return rr.Forgiven })},
+		{"lowest", func(rr *RuleResult) string {
+			if rr.Unlimited {
+				return "-"
+			}
+			return strconv.FormatInt(rr.Lowest, 10)
+		}},
+	}
+)
+
+// postPaid says whether a rule of the results is charged after the
+// response or every hit.
+func postPaid(results []*Result) bool {
+	for _, r := range results {
+		for _, rr := range r.Rules {
+			if !rr.Unlimited && rr.Charge != policy.BeforeRequest {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type ruleKey struct{ domain, rule string }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/service"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
@@ -52,10 +54,8 @@ type Simulator struct {
 	byRule    map[*policy.Rule]*RuleResult
 	byVersion map[*bucket.Version]*policy.Rule
 	result    Result
-	// With CountBuckets: decisions per bucket, by key number, and the
-	// rule of each.
+	// With CountBuckets: decisions per bucket, by key number.
 	counts []int64
-	ruleOf []*policy.Rule
 	// Scratch for count: a descriptor's entries and bucket key.
 	entryBuf []policy.Entry
 	key      []byte
@@ -79,7 +79,7 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 		s.rec.keys = make(map[string]int32, len(opts.Follow))
 		for i, b := range opts.Follow {
 			s.rec.keys[b.key] = int32(i)
-			s.result.Buckets = append(s.result.Buckets, &Bucket{Domain: b.Domain, Rule: b.Rule, Capacity: b.Capacity, key: b.key})
+			s.result.Buckets = append(s.result.Buckets, &Bucket{Domain: b.Domain, Rule: b.Rule, Capacity: b.Capacity, MaxDebt: b.MaxDebt, key: b.key})
 		}
 	case opts.CountBuckets:
 		s.rec.keys, s.rec.grow = map[string]int32{}, true
@@ -87,10 +87,17 @@ func New(pol *policy.Policy, opts Options) (*Simulator, error) {
 	order := 0
 	for _, d := range pol.Domains() {
 		for _, r := range pol.Rules(d) {
-			s.byRule[r] = &RuleResult{Domain: d, Rule: r.Name, Shadow: r.Shadow, FirstDry: -1, order: order}
+			rr := &RuleResult{Domain: d, Rule: r.Name, Shadow: r.Shadow, Charge: r.Charge, Unlimited: r.Unlimited, FirstDry: -1, order: order}
+			s.byRule[r] = rr
 			order++
 			if !r.Unlimited {
 				s.byVersion[r.Version] = r
+			}
+			for _, b := range r.Bands {
+				s.byVersion[b.Version] = r
+			}
+			if r.Version != nil { // not a not_limited or capacity 0 rule
+				rr.Lowest = r.Version.Params.Capacity()
 			}
 		}
 	}
@@ -139,6 +146,12 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 	if !overall {
 		res.OverLimit++
 	}
+	// The enforced call charged its gates when the store allowed them,
+	// unless a descriptor was refused before the store (then it asked
+	// for nothing but the reports): an OVER_LIMIT answer alone does not
+	// say, since a report or an every_hit hit left in debt answers
+	// OVER_LIMIT on a request whose other descriptors were charged.
+	charged := overall || !refusedBefore(d)
 	var calls [2]*storeCall // enforced, shadow
 	for i := range s.rec.calls {
 		c := &s.rec.calls[i]
@@ -176,7 +189,8 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 			rr.add(at, outcomeRefused)
 			continue
 		}
-		it := &c.items[next[k]+d.Verdicts[i].Band]
+		first := next[k]
+		it := &c.items[first+d.Verdicts[i].Band]
 		next[k] += bands
 		if d.Verdicts[i].Reason != "" {
 			// Refused (a shadow rule's too): a cost above max_cost has
@@ -184,12 +198,15 @@ func (s *Simulator) count(at int64, req *Request, d *service.Decision) {
 			rr.add(at, outcomeRefused)
 			continue
 		}
-		o := classify(it, c.out.Allowed && (r.Shadow || overall))
+		o := classify(it, c.out.Allowed && (r.Shadow || charged))
 		rr.add(at, o)
-		if rr.FirstDry < 0 && it.result.Remaining < r.Cost {
+		rr.tally(it, o, &d.Verdicts[i], c.out.Replayed)
+		if rr.FirstDry < 0 && it.result.Remaining < dryBelow(r) {
 			rr.FirstDry = at
 		}
-		s.bucket(at, it, r, req, i)
+		for j := range bands { // each limit is a bucket of its own
+			s.bucket(at, &c.items[first+j], r, j, req, i, c.out.Replayed)
+		}
 	}
 }
 
@@ -212,15 +229,29 @@ func (s *Simulator) rule(c *storeCall) *policy.Rule {
 	return s.byVersion[c.items[0].version]
 }
 
+// refusedBefore says whether an enforced descriptor of d was refused, so
+// that the service asked its store for nothing but the reports.
+func refusedBefore(d *service.Decision) bool {
+	for i := range d.Verdicts {
+		if v := &d.Verdicts[i]; v.Result == service.ResultRefused && !v.Rule.Shadow {
+			return true
+		}
+	}
+	return false
+}
+
 // classify is one item's outcome; whole says whether its whole request
-// (its batch, and for an enforced rule the answer) was allowed.
+// (its batch, and for an enforced rule the answer) was allowed. A report
+// (an every_hit rule's hits too) is charged whatever the rest of its
+// request says, so it is never blocked: its own answer says whether it
+// left its bucket in debt.
 func classify(it *decided, whole bool) outcome {
 	switch {
 	case it.result.Never:
 		return outcomeRefused
 	case !it.result.Allowed:
 		return outcomeRejected
-	case !whole:
+	case !whole && it.charge != store.Report:
 		return outcomeBlocked
 	case it.cost < 0:
 		return outcomeRefund
@@ -228,14 +259,27 @@ func classify(it *decided, whole bool) outcome {
 	return outcomeAllowed
 }
 
-// bucket counts a decision of a bucket, or records the tokens of a
-// followed one.
-func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, i int) {
+// dryBelow is the whole tokens a bucket of r needs to let a request of
+// the rule through: its cost, or on a post-paid rule what a check needs,
+// a token or its reserve.
+func dryBelow(r *policy.Rule) int64 {
+	if r.Charge == policy.AfterResponse {
+		return max(r.Reserve, 1)
+	}
+	return r.Cost
+}
+
+// bucket counts a decision of a bucket, the item of limit band of rule r
+// for descriptor i, or records the balance of a followed one (unless
+// replayed: the answer was an earlier one's).
+func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, band int, req *Request, i int, replayed bool) {
 	switch {
 	case it.key < 0:
 	case s.rec.grow:
-		if int(it.key) == len(s.counts) {
-			s.counts, s.ruleOf = append(s.counts, 0), append(s.ruleOf, r)
+		// The recorder numbered the keys of every item, some of which
+		// (refused descriptors' items) are never counted here.
+		for int(it.key) >= len(s.counts) {
+			s.counts = append(s.counts, 0)
 		}
 		s.counts[it.key]++
 	default:
@@ -243,8 +287,13 @@ func (s *Simulator) bucket(at int64, it *decided, r *policy.Rule, req *Request, 
 		b.Decisions++
 		if b.Label == "" {
 			b.Label = r.KeyString(s.entries(req.Descriptors[i])) // the bucket as explain writes it
+			if len(r.Bands) > 1 {
+				b.Label += fmt.Sprintf(" limits[%d]", band+1)
+			}
 		}
-		b.Tokens = addMin(b.Tokens, at, it.result.Remaining)
+		if !replayed { // a replayed answer is not the bucket's now
+			b.Tokens = addMin(b.Tokens, at, balance(&it.result))
+		}
 	}
 }
 
@@ -263,8 +312,13 @@ func (s *Simulator) Hottest(n int) []*Bucket {
 	})
 	out := make([]*Bucket, 0, min(n, len(ids)))
 	for _, id := range ids[:min(n, len(ids))] {
-		r := s.ruleOf[id]
-		out = append(out, &Bucket{Domain: r.Domain, Rule: r.Name, Capacity: r.Version.Params.Capacity(), Decisions: s.counts[id], key: s.rec.names[id]})
+		v := s.rec.versions[id]
+		r := s.byVersion[v]
+		b := &Bucket{Domain: r.Domain, Rule: r.Name, Capacity: v.Params.Capacity(), Decisions: s.counts[id], key: s.rec.names[id]}
+		if r.PostPaid() {
+			b.MaxDebt = v.Params.MaxDebt()
+		}
+		out = append(out, b)
 	}
 	return out
 }

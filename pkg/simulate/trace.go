@@ -191,7 +191,9 @@ type jsonRequest struct {
 		Key   string `json:"key"`
 		Value string `json:"value"`
 	} `json:"descriptors"`
-	Hits json.Number `json:"hits"` // "" when absent or null
+	// Hits is a number (every descriptor's), a list (one per descriptor,
+	// null for none) or, absent or null, nothing.
+	Hits json.RawMessage `json:"hits"`
 }
 
 func (tr *Reader) readJSON(sc *bufio.Scanner, req *Request) error {
@@ -203,14 +205,17 @@ func (tr *Reader) readJSON(sc *bufio.Scanner, req *Request) error {
 		}
 		req.Line = tr.lines
 		j := &tr.json
-		j.T, j.Domain, j.Descriptors, j.Hits = "", "", j.Descriptors[:0], ""
+		j.T, j.Domain, j.Descriptors, j.Hits = "", "", j.Descriptors[:0], j.Hits[:0]
 		if err := json.Unmarshal(line, j); err != nil {
 			return tr.fail(req.Line, err)
 		}
 		if j.T == "" {
 			return tr.fail(req.Line, errors.New(`"t" is missing`))
 		}
-		err := tr.fill(req, j.T.String(), j.Domain, j.Hits.String(), "", j)
+		hits, err := jsonHits(j.Hits, len(j.Descriptors))
+		if err == nil {
+			err = tr.fill(req, j.T.String(), j.Domain, hits, "", j)
+		}
 		if err != nil {
 			return tr.fail(req.Line, err)
 		}
@@ -222,8 +227,46 @@ func (tr *Reader) readJSON(sc *bufio.Scanner, req *Request) error {
 	return io.EOF
 }
 
+// jsonHits is a JSON line's "hits" as the CSV column writes it: a number
+// as it is, a list (one per descriptor of the line's n) as its elements
+// separated by "|", null as empty.
+func jsonHits(raw json.RawMessage, n int) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", nil
+	}
+	bad := func() error {
+		return fmt.Errorf(`"hits": %s: want a whole number, or a list of one per descriptor (null for none)`, raw)
+	}
+	if raw[0] != '[' {
+		var h json.Number
+		if json.Unmarshal(raw, &h) != nil {
+			return "", bad()
+		}
+		return h.String(), nil
+	}
+	var hs []*json.Number
+	if err := json.Unmarshal(raw, &hs); err != nil {
+		return "", bad()
+	}
+	if len(hs) != n {
+		return "", fmt.Errorf(`"hits": %d values for %d descriptors: want one per descriptor, or a number for all`, len(hs), n)
+	}
+	var b strings.Builder
+	for i, h := range hs {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		if h != nil {
+			b.WriteString(h.String())
+		}
+	}
+	return b.String(), nil
+}
+
 // fill sets req from a line's fields: its descriptors from entries (CSV)
-// or, when j is not nil, from j (JSON lines).
+// or, when j is not nil, from j (JSON lines); hits are every descriptor's
+// hits_addend or, separated by "|", each descriptor's (empty: none).
 func (tr *Reader) fill(req *Request, t, domain, hits, entries string, j *jsonRequest) error {
 	at, err := ParseSeconds(t)
 	if err != nil {
@@ -238,6 +281,30 @@ func (tr *Reader) fill(req *Request, t, domain, hits, entries string, j *jsonReq
 	if err != nil {
 		return err
 	}
+	if !strings.Contains(hits, "|") {
+		for _, d := range req.Descriptors {
+			if err := tr.setHits(d, hits); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if n := strings.Count(hits, "|") + 1; n != len(req.Descriptors) {
+		return fmt.Errorf("hits %q: %d values for %d descriptors: want one per descriptor, or one for all", hits, n, len(req.Descriptors))
+	}
+	i := 0
+	for h := range strings.SplitSeq(hits, "|") {
+		if err := tr.setHits(req.Descriptors[i], h); err != nil {
+			return err
+		}
+		i++
+	}
+	return nil
+}
+
+// setHits sets d's hits_addend to hits, a whole number (negative: a
+// refund); "" leaves it unset.
+func (tr *Reader) setHits(d *ratelimitv3.RateLimitDescriptor, hits string) error {
 	if hits == "" {
 		return nil
 	}
@@ -245,10 +312,8 @@ func (tr *Reader) fill(req *Request, t, domain, hits, entries string, j *jsonReq
 	if err != nil || h == -1<<63 {
 		return fmt.Errorf("hits %q: want a whole number, negative for a refund", hits)
 	}
-	for _, d := range req.Descriptors {
-		d.HitsAddend = tr.pool.hits(uint64(max(h, -h)))
-		d.IsNegativeHits = h < 0
-	}
+	d.HitsAddend = tr.pool.hits(uint64(max(h, -h)))
+	d.IsNegativeHits = h < 0
 	return nil
 }
 

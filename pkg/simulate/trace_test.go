@@ -56,6 +56,10 @@ func TestTraceErrors(t *testing.T) {
 		{"json none", "\n" + `{"t":1,"domain":"edge","descriptors":[]}`, `t.csv:2: "descriptors": none`},
 		{"json hits", `{"t":1,"domain":"edge","descriptors":[[{"key":"user","value":"a"}]],"hits":1.5}`, `t.csv:1: hits "1.5"`},
 		{"json entries", `{"t":1,"domain":"edge","descriptors":[[]]}`, "t.csv:1: descriptor 0 has 0 entries"},
+		{"hits each", header + "0,edge,user=a|path=/p,1|2|3\n", `t.csv:2: hits "1|2|3": 3 values for 2 descriptors`},
+		{"hits each bad", header + "0,edge,user=a|path=/p,1|x\n", `t.csv:2: hits "x": want a whole number`},
+		{"json hits each", `{"t":1,"domain":"edge","descriptors":[[{"key":"user","value":"a"}]],"hits":[1,2]}`, `t.csv:1: "hits": 2 values for 1 descriptors`},
+		{"json hits list", `{"t":1,"domain":"edge","descriptors":[[{"key":"user","value":"a"}]],"hits":[true]}`, `t.csv:1: "hits": [true]: want a whole number`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Run(context.Background(), BytesTrace("t.csv", []byte(c.trace)), []*policy.Policy{parsePolicy(t, "p.yaml", testPolicy)}, RunOptions{})
@@ -85,5 +89,35 @@ func TestReaderReusesDescriptors(t *testing.T) {
 	}
 	if err := rd.Read(&req); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last: %v", err)
+	}
+}
+
+// TestHitsPerDescriptor: hits separated by "|" (CSV) or a list (JSON
+// lines) are each descriptor's own hits_addend, an empty one (null)
+// none; one value is every descriptor's.
+func TestHitsPerDescriptor(t *testing.T) {
+	for _, trace := range []string{
+		header + "0,edge,user=a|path=/p|user=b,0||-7\n",
+		`{"t":0,"domain":"edge","descriptors":[[{"key":"user","value":"a"}],[{"key":"path","value":"/p"}],[{"key":"user","value":"b"}]],"hits":[0,null,-7]}`,
+		`{"t":0,"domain":"edge","descriptors":[[{"key":"user","value":"a"}],[{"key":"path","value":"/p"}],[{"key":"user","value":"b"}]],"hits":["0",null,"-7"]}`,
+	} {
+		rd := NewReader("t", strings.NewReader(trace))
+		var req Request
+		if err := rd.Read(&req); err != nil {
+			t.Fatal(err)
+		}
+		d := req.Descriptors
+		if len(d) != 3 || d[0].HitsAddend == nil || d[0].HitsAddend.Value != 0 || d[0].IsNegativeHits ||
+			d[1].HitsAddend != nil || d[1].IsNegativeHits || d[2].HitsAddend.GetValue() != 7 || !d[2].IsNegativeHits {
+			t.Errorf("%s: %v", trace, d)
+		}
+	}
+	rd := NewReader("t", strings.NewReader(`{"t":0,"domain":"edge","descriptors":[[{"key":"user","value":"a"}],[{"key":"user","value":"b"}]],"hits":4}`))
+	var req Request
+	if err := rd.Read(&req); err != nil {
+		t.Fatal(err)
+	}
+	if d := req.Descriptors; d[0].HitsAddend.GetValue() != 4 || d[1].HitsAddend.GetValue() != 4 {
+		t.Errorf("one value for all: %v", d)
 	}
 }
