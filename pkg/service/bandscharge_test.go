@@ -9,6 +9,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
 )
 
@@ -120,6 +122,44 @@ func TestBandsReserveLocal(t *testing.T) {
 		// check that held 40 would leave none of it.
 		if r.OverallCode != ok || !degradedOf(r) || r.Statuses[1].LimitRemaining != 25 {
 			t.Fatalf("local check %d: %v, want OK, degraded, 25 left", i, r)
+		}
+	}
+}
+
+// TestBandsStopWhenOver: a stop_when_over descriptor of several bands goes
+// over when any band cannot cover its cost, and is then counted on every
+// band, as every_hit charges them; while it fits it is charged as any.
+func TestBandsStopWhenOver(t *testing.T) {
+	f := newFixtureWith(t, `
+domains:
+  edge:
+    - name: stops
+      match: [{key: team}]
+      charge: stop_when_over
+      limits:
+        - {capacity: 10, refill: 10/m}
+        - {capacity: 30, refill: 1/m}
+`, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) }, nil)
+	for _, step := range []struct {
+		cost   uint64
+		code   rlsv3.RateLimitResponse_Code
+		b0, b1 int64 // the bands' balances after (negative: debt)
+	}{
+		{8, ok, 2, 22},
+		// The first band cannot cover 8: the descriptor goes over and is
+		// counted on both bands, the second's 22 included.
+		{8, over, -6, 14},
+		// A cost of 0 charges nothing and is refused while in debt.
+		{0, over, -6, 14},
+	} {
+		if r := f.call(t, 0, hits(descr("team", "a"), step.cost)); r.OverallCode != step.code {
+			t.Fatalf("cost %d: %v, want %v", step.cost, r.OverallCode, step.code)
+		}
+		for band, want := range []int64{step.b0, step.b1} {
+			res := f.bandResult(t, "stops", band, "team", "a")
+			if got := res.Remaining - res.Debt; got != want {
+				t.Fatalf("cost %d: band %d holds %d, want %d", step.cost, band, got, want)
+			}
 		}
 	}
 }
