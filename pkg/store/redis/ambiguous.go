@@ -31,9 +31,10 @@ package redis
 // of the same request (a retry, same buckets and costs, whose own call
 // never ran) is taken for this call's, refunding that earlier charge, or
 // one whose call is still queued in Redis on another connection is read
-// before it runs. Cluster clients (no batching) send calls in the
-// request's own deadline: their timeouts are counted, never reconciled.
-// tokengate_redis_ambiguous_total counts each outcome.
+// before it runs. On a Cluster a request of one slot is reconciled so
+// too; one whose buckets span slots fails whole, and the charges of its
+// reserves out at the deadline are rolled back when they are answered
+// (cross.go). tokengate_redis_ambiguous_total counts each outcome.
 
 import (
 	"context"

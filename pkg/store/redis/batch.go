@@ -21,13 +21,15 @@ package redis
 // past the latest deadline of its batch so that its answer can settle the
 // question (ambiguous.go). No request's cancellation cancels a call.
 //
-// Cluster clients do not batch: the keys of two requests rarely share a
-// hash slot, and a call may only touch one.
+// On a Cluster each master node has its batcher (nodes.go): a batch
+// holds calls whose keys live on one node, and when they span slots it
+// goes as a node call (contract.go), its calls ordered by slot.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -46,8 +48,9 @@ var errLate = errors.New("sent, not answered in time")
 // BatchOptions tune batching; zero fields take the defaults in brackets
 // (MaxInFlight, which can turn batching off, as Options says).
 type BatchOptions struct {
-	// MaxInFlight is the most calls of this Store in flight at once [nil:
-	// 2]; 0 turns batching off (every request its own call).
+	// MaxInFlight is the most calls of this Store in flight at once, per
+	// master node on a Cluster [nil: 2]; 0 turns batching off (every
+	// request its own call).
 	MaxInFlight *int
 	// MaxItems is the most buckets in one batch [128]: a batch holds Redis
 	// for its buckets' time (a few µs each), during which other replicas'
@@ -84,7 +87,7 @@ func newBatcher(s *Store, o BatchOptions) *batcher {
 	if o.MaxItems > 0 {
 		b.maxItems = o.MaxItems
 	}
-	if b.maxInFlight == 0 || s.cluster {
+	if b.maxInFlight == 0 {
 		return nil
 	}
 	return b
@@ -96,6 +99,12 @@ func newBatcher(s *Store, o BatchOptions) *batcher {
 // on errLate the call is out and queued.done closes when its answer (or
 // the end of the wait for it) is in.
 func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (*queued, error) {
+	return b.wait(ctx, b.submit(ctx, keys, args, c))
+}
+
+// submit sends a call, or queues it while MaxInFlight calls are out; wait
+// waits for it.
+func (b *batcher) submit(ctx context.Context, keys, args []string, c *compactCall) *queued {
 	dl, _ := ctx.Deadline()
 	w := &queued{keys: keys, args: args, compact: c, deadline: dl, done: make(chan struct{})}
 	b.mu.Lock()
@@ -108,6 +117,11 @@ func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (
 		b.queue = append(b.queue, w)
 		b.mu.Unlock()
 	}
+	return w
+}
+
+// wait waits for the answer of a submitted call within ctx (do says how).
+func (b *batcher) wait(ctx context.Context, w *queued) (*queued, error) {
 	select {
 	case <-w.done:
 		return w, w.err
@@ -202,9 +216,18 @@ func (b *batcher) send(batch []*queued) {
 }
 
 // callBatch runs batch's calls as one and gives each its reply or error.
+// On a Cluster a failed batch may have been grouped by a stale map of
+// the nodes, which is then read again.
 func (s *Store) callBatch(ctx context.Context, batch []*queued) {
-	keys, args := batchArgs(batch)
+	layout := batchArgs
+	if s.cluster && spansSlots(batch) {
+		layout = nodeCall
+	}
+	keys, args := layout(batch)
 	msgs, err := s.call(ctx, keys, args)
+	if err != nil && s.nodes != nil {
+		s.nodes.stale()
+	}
 	if err == nil && len(msgs) != len(batch) {
 		err = fmt.Errorf("redis: batch of %d calls answered %d replies", len(batch), len(msgs))
 	}
@@ -291,4 +314,46 @@ func batchArgs(batch []*queued) (keys, args []string) {
 		}
 	}
 	return keys, args
+}
+
+// spansSlots reports whether a batch's calls (each of one slot) are of
+// several slots.
+func spansSlots(batch []*queued) bool {
+	sl := keySlot(batch[0].keys[0])
+	for _, w := range batch[1:] {
+		if keySlot(w.keys[0]) != sl {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeCall lays out a batch whose calls are of several slots of one node
+// as a node call (contract.go): its calls reordered by slot, which keeps
+// the order of calls that share a key (they share its slot), so that each
+// slot's keys are one run; the routing key is the batch's first.
+func nodeCall(batch []*queued) (keys, args []string) {
+	type slotted struct {
+		sl uint16
+		w  *queued
+	}
+	order := make([]slotted, len(batch))
+	for i, w := range batch {
+		order[i] = slotted{keySlot(w.keys[0]), w}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return order[i].sl < order[j].sl })
+	var runs []string
+	for i := 0; i < len(order); {
+		n, sl := 0, order[i].sl
+		for ; i < len(order) && order[i].sl == sl; i++ {
+			batch[i] = order[i].w
+			n += len(batch[i].keys)
+		}
+		runs = append(runs, strconv.Itoa(n))
+	}
+	keys, bargs := batchArgs(batch)
+	args = make([]string, 0, nodeHead+len(runs)+len(keys)+len(bargs))
+	args = append(args, opNode, strconv.Itoa(len(runs)), strconv.Itoa(len(keys)))
+	args = append(append(append(args, runs...), keys...), bargs...)
+	return keys[:1], args
 }

@@ -72,16 +72,21 @@ func TestBatchesDecideExactly(t *testing.T) {
 	if total != 1000 {
 		t.Errorf("the hot bucket's 1000 tokens went to %d requests", total)
 	}
-	calls := commandStatsFull(t, srv.Addr())["fcall"][0] - before
+	checkBatchCalls(t, s, commandStatsFull(t, srv.Addr())["fcall"][0]-before, callers*each+callers)
+}
+
+// checkBatchCalls: requests made batches, and Redis ran calls, exactly
+// one per batch or lone request.
+func checkBatchCalls(t *testing.T, s *Store, calls int64, requests int) {
+	t.Helper()
 	batches, batched := testutil.ToFloat64(s.metrics.batches), testutil.ToFloat64(s.metrics.batched)
-	requests := float64(callers*each + callers)
 	if batches == 0 {
-		t.Fatalf("%v requests from %d callers at once made no batch", requests, callers)
+		t.Fatalf("%d requests at once made no batch", requests)
 	}
-	if want := requests - batched + batches; float64(calls) != want {
-		t.Errorf("Redis ran %d calls; %v requests, %v of them in %v batches, make %v", calls, requests, batched, batches, want)
+	if want := float64(requests) - batched + batches; float64(calls) != want {
+		t.Errorf("Redis ran %d calls; %d requests, %v of them in %v batches, make %v", calls, requests, batched, batches, want)
 	}
-	t.Logf("%v requests in %d calls (%v batches, %.1f requests each)", requests, calls, batches, batched/batches)
+	t.Logf("%d requests in %d calls (%v batches, %.1f requests each)", requests, calls, batches, batched/batches)
 }
 
 // TestBatchCallErrorsStayTheirs: a call of a batch that fails (an error

@@ -32,6 +32,13 @@ import (
 // calls) leaves a charge in place or a refund unpaid: an under-sell again,
 // logged and counted. With a request id, the first slot's call claims the
 // id ("pending") and the settle writes the answer.
+//
+// Reserves and settles go through their nodes' batchers, sharing calls
+// with other requests. A reserve still out at the request's deadline fails
+// the request (on_store_error answers it) and is reconciled when its
+// answer comes (lateWait): whatever it charged is rolled back, as are
+// the other slots' charges at once, so a failed request leaves nothing
+// charged; counted in tokengate_redis_ambiguous_total.
 
 type groupReply struct {
 	reply
@@ -58,7 +65,11 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 		}
 		calls[g] = call{keys: keys, args: args}
 	}
-	s.callMulti(ctx, calls)
+	for g, w := range s.callAll(ctx, calls) {
+		if w != nil {
+			go s.rollbackLate(now, calls[g], w, len(groups[g]), g == 0)
+		}
+	}
 
 	replies := make([]groupReply, len(groups))
 	var errs error
@@ -170,7 +181,7 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 	// The reserve may have used most of the budget: settles get their own.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 	defer cancel()
-	s.callMulti(sctx, settles)
+	s.callAll(sctx, settles)
 	for i, c := range settles {
 		result := "ok"
 		if c.err == nil {
@@ -189,4 +200,60 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 		}
 		s.metrics.settles.WithLabelValues(kinds[i], result).Inc()
 	}
+}
+
+// callAll runs calls of one slot each at once: through their nodes'
+// batchers where there are, the others pipelined (callMulti). It returns,
+// per call, the queued call of one still out at ctx's end (errLate), nil
+// otherwise.
+func (s *Store) callAll(ctx context.Context, calls []call) []*queued {
+	out := make([]*queued, len(calls))
+	bs := make([]*batcher, len(calls))
+	var rest []call
+	var at []int
+	for i := range calls {
+		if bs[i] = s.batcherOf(calls[i].keys[0]); bs[i] != nil {
+			out[i] = bs[i].submit(ctx, calls[i].keys, calls[i].args, nil)
+		} else {
+			rest, at = append(rest, calls[i]), append(at, i)
+		}
+	}
+	if len(rest) > 0 {
+		s.callMulti(ctx, rest)
+		for j, i := range at {
+			calls[i] = rest[j]
+		}
+	}
+	for i, q := range out {
+		if q == nil {
+			continue
+		}
+		w, err := bs[i].wait(ctx, q)
+		calls[i].err = err
+		if w != nil && err == nil {
+			calls[i].reply = w.reply
+		}
+		if !errors.Is(err, errLate) {
+			out[i] = nil
+		}
+	}
+	return out
+}
+
+// rollbackLate waits for the answer of the reserve c of n items, out at
+// its request's deadline (w), and rolls back what it charged; first: the
+// request's first slot, which holds its id's claim.
+func (s *Store) rollbackLate(now string, c call, w *queued, n int, first bool) {
+	<-w.done
+	c.reply, c.err = w.reply, w.err
+	g := s.parseGroup(c, n)
+	outcome := "uncharged"
+	switch {
+	case g.err != nil:
+		outcome = "unknown"
+	case g.kind == kindDecided && (len(g.settle) > 0 || g.claimed):
+		outcome = "refunded"
+		s.settle(context.Background(), now, []call{c}, []groupReply{g}, false, first && g.claimed, "")
+	}
+	s.metrics.ambiguous.WithLabelValues(outcome).Inc()
 }

@@ -124,7 +124,10 @@
 // is one call. One whose buckets span slots is a reserve in every slot at
 // once and, only when needed, a settle (see cross.go): it is never
 // oversold, but a concurrent request may be rejected by a reservation that
-// is then rolled back.
+// is then rolled back. Calls are batched per master node (nodes.go), and a
+// batch of several slots is one call routed by one of its keys, which
+// fails whole, writing nothing, when the nodes' map it was grouped by is
+// stale.
 //
 // # Request ids
 //

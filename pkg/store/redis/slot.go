@@ -1,5 +1,7 @@
 package redis
 
+import "strings"
+
 // slotOf is the Redis Cluster hash slot of a key whose hash tag is t:
 // CRC16-XMODEM of the tag, modulo 16384 (the Cluster specification).
 func slotOf(t string) uint16 {
@@ -39,4 +41,16 @@ func bySlot(tags []string) [][]int {
 		groups[g] = append(groups[g], i)
 	}
 	return groups
+}
+
+// keySlot is the hash slot of a key: of its hash tag, the part between
+// the first '{' and the next '}' when that is not empty, else of the
+// whole key (the Cluster specification).
+func keySlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return slotOf(key[i+1 : i+1+j])
+		}
+	}
+	return slotOf(key)
 }

@@ -35,7 +35,8 @@ type Store struct {
 	forgot              atomic.Int64
 	evalOnly            atomic.Bool     // the server has no functions: call by EVALSHA (calls.go)
 	admit               *admission.Gate // nil: admits everything
-	batch               *batcher        // nil: one call per request (batch.go)
+	batch               *batcher        // nil: one call per request (batch.go), or a Cluster
+	nodes               *nodeBatchers   // a Cluster's batchers, nil: one call per request (nodes.go)
 	deny                *denyCache      // nil: off (deny.go)
 	clock               sharedClock
 	windowMs, pendingMs string
@@ -70,9 +71,13 @@ func New(opts Options) (*Store, error) {
 	s.breaker = breaker.New(opts.Breaker, opts.Clock, circuitLog{opts.Logger, s.metrics.breakerOpen})
 	s.admit = admission.New(opts.Admission, opts.Timeout, s.metrics.inFlight.WithLabelValues("light"), s.metrics.inFlight.WithLabelValues("heavy"))
 	s.deny = newDenyCache(*opts.DenyCacheBytes, int64(opts.DenyCacheAge))
-	s.batch = newBatcher(s, opts.Batch)
+	if s.cluster {
+		s.nodes = newNodeBatchers(s, opts.Batch)
+	} else {
+		s.batch = newBatcher(s, opts.Batch)
+	}
 	if opts.BatchWith != nil {
-		s.batch = opts.BatchWith.batch
+		s.batch, s.nodes = opts.BatchWith.batch, opts.BatchWith.nodes
 	}
 	s.forgot.Store(minInt64)
 	return s, nil
@@ -84,11 +89,15 @@ func New(opts Options) (*Store, error) {
 func (s *Store) Collector() prometheus.Collector { return s.metrics }
 
 // Prepare readies the store for its first decision: it loads the function
-// library and anchors the shared clock (clock.go), so that the first
-// request's deadline is not spent on them. On an error both are left to
-// the first decision, as without Prepare.
+// library, anchors the shared clock (clock.go) and, on a Cluster, reads
+// which node serves which slot (nodes.go), so that the first request's
+// deadline is not spent on them. On an error each is left to the first
+// decision, as without Prepare.
 func (s *Store) Prepare(ctx context.Context) error {
 	err := s.loadLibrary(ctx)
+	if s.nodes != nil {
+		err = errors.Join(err, s.nodes.read(ctx))
+	}
 	if s.opts.RequestTime {
 		return err
 	}
@@ -171,9 +180,9 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		keys, args = s.decideArgs(req, raw, now())
 	}
 	var w *queued
-	switch {
-	case s.batch != nil:
-		w, err = s.batch.do(ctx, keys, args, c)
+	switch b := s.batcherOf(keys[0]); {
+	case b != nil:
+		w, err = b.do(ctx, keys, args, c)
 		if errors.Is(err, errLate) {
 			err = s.ambiguous(err, w, req, raw, keys, now())
 		}
@@ -215,6 +224,15 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		s.deny.learn(req, raw, r.allowed, items)
 	}
 	return store.Outcome{Allowed: r.allowed}, nil
+}
+
+// batcherOf is the batcher of the calls of key's slot, nil when calls go
+// alone.
+func (s *Store) batcherOf(key string) *batcher {
+	if s.nodes != nil {
+		return s.nodes.of(keySlot(key))
+	}
+	return s.batch
 }
 
 // decideArgs are the keys and arguments of a request's decide call at

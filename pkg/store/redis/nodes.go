@@ -1,0 +1,147 @@
+package redis
+
+// Batching on a Cluster: one batcher per master node, so that the calls
+// of concurrent requests whose buckets live on one node share a call, as
+// on a single Redis (batch.go).
+//
+// The store keeps which node serves each hash slot, as it last read it
+// (CLUSTER SLOTS): it is read when the store is prepared (or on the first
+// call, which goes alone meanwhile) and again, at most every
+// topologyEvery, after a call failed. It only groups calls: a batch is
+// sent with one of its keys as its routing key, so the client delivers
+// it to the node that serves that key's slot (following MOVED and ASK),
+// and the script reads every key of the batch before it writes any
+// (lua/batch.lua). A batch built on a stale map (a slot moved by
+// resharding or failover) therefore fails whole, with nothing written,
+// as a store error; the map is read again, and later batches group by
+// the new one. A slot the map does not know is sent alone.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
+
+// topologyEvery is the least time between two readings of the topology.
+const topologyEvery = 100 * time.Millisecond
+
+// nodeMap is one reading of the topology: each slot's node's batcher.
+type nodeMap struct {
+	of [clusterSlots]*batcher // nil: no node known
+}
+
+// nodeBatchers are a Cluster store's batchers, one per master node.
+type nodeBatchers struct {
+	s       *Store
+	o       BatchOptions
+	m       atomic.Pointer[nodeMap]
+	reading atomic.Bool
+	next    atomic.Int64 // the earliest start of the next reading, on s.opts.Clock
+	mu      sync.Mutex   // one reading at a time: byID
+	byID    map[string]*batcher
+}
+
+// newNodeBatchers returns a Cluster store's batchers, nil when batching
+// is off.
+func newNodeBatchers(s *Store, o BatchOptions) *nodeBatchers {
+	if newBatcher(s, o) == nil {
+		return nil
+	}
+	return &nodeBatchers{s: s, o: o, byID: map[string]*batcher{}}
+}
+
+// of is the batcher of the node serving slot sl, nil when none is known
+// (the map is then read, in the background).
+func (n *nodeBatchers) of(sl uint16) *batcher {
+	if m := n.m.Load(); m != nil && m.of[sl] != nil {
+		return m.of[sl]
+	}
+	n.stale()
+	return nil
+}
+
+// stale reads the topology again, in the background, unless a reading is
+// under way or began within topologyEvery.
+func (n *nodeBatchers) stale() {
+	now := n.s.opts.Clock.Now()
+	if now < n.next.Load() || !n.reading.CompareAndSwap(false, true) {
+		return
+	}
+	n.next.Store(now + int64(topologyEvery))
+	go func() {
+		defer n.reading.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = n.read(ctx) // a failure leaves the map as it was; the next failed call tries again
+	}()
+}
+
+// read reads the topology (CLUSTER SLOTS) and replaces the map. A node
+// keeps its batcher across readings (by node ID); a node no longer
+// serving a slot loses it once its calls in flight return.
+func (n *nodeBatchers) read(ctx context.Context) error {
+	c := n.s.client
+	ranges, err := c.Do(ctx, c.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return fmt.Errorf("redis: read the cluster's slots: %w", err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m := &nodeMap{}
+	byID := make(map[string]*batcher, len(n.byID))
+	for _, r := range ranges {
+		lo, hi, id, err := slotRange(r.ToArray())
+		if err != nil {
+			return fmt.Errorf("redis: read the cluster's slots: %w", err)
+		}
+		b := byID[id]
+		if b == nil {
+			if b = n.byID[id]; b == nil {
+				b = newBatcher(n.s, n.o)
+			}
+			byID[id] = b
+		}
+		for sl := lo; sl <= hi; sl++ {
+			m.of[sl] = b
+		}
+	}
+	n.byID = byID
+	n.m.Store(m)
+	return nil
+}
+
+// slotRange reads one range of a CLUSTER SLOTS reply: its first and last
+// slot and the ID of its master.
+func slotRange(r []rueidis.RedisMessage, err error) (lo, hi int64, id string, _ error) {
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if len(r) < 3 {
+		return 0, 0, "", fmt.Errorf("a slot range of %d fields", len(r))
+	}
+	lo, err = r[0].AsInt64()
+	if err == nil {
+		hi, err = r[1].AsInt64()
+	}
+	var node []rueidis.RedisMessage
+	if err == nil {
+		node, err = r[2].ToArray()
+	}
+	if err == nil && len(node) < 3 {
+		err = fmt.Errorf("a node of %d fields", len(node))
+	}
+	if err == nil {
+		id, err = node[2].ToString()
+	}
+	if err == nil && (lo < 0 || hi >= clusterSlots || lo > hi) {
+		err = fmt.Errorf("slots %d-%d", lo, hi)
+	}
+	return lo, hi, id, err
+}
