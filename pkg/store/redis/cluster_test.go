@@ -103,7 +103,7 @@ func TestNodeCallSpansSlots(t *testing.T) {
 	v := storetest.Version(t, 1, 10, "1/h")
 	m := s.nodes.m.Load()
 	// Keys by the batcher of their slot's node.
-	byNode := map[*batcher][]string{}
+	byNode := map[*node][]string{}
 	for i := 0; len(byNode) < 2 || len(byNode[m.of[keySlot(s.bucketKey(tagBytes("k0")))]]) < 3; i++ {
 		k := "k" + strconv.Itoa(i)
 		b := m.of[keySlot(s.bucketKey(tagBytes(k)))]

@@ -37,7 +37,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}, []string{"reason"}),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokengate_redis_circuit_open",
-			Help: "1 while the Redis circuit breaker is open (calls fail fast), else 0.",
+			Help: "Redis circuit breakers open now (calls fail fast): 1 or 0, on a Cluster one per master node whose circuit is open.",
 		}),
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tokengate_redis_script_reloads_total",

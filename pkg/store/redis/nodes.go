@@ -1,8 +1,9 @@
 package redis
 
-// Batching on a Cluster: one batcher per master node, so that the calls
-// of concurrent requests whose buckets live on one node share a call, as
-// on a single Redis (batch.go).
+// Cluster nodes: each master node has its batcher, so that the calls of
+// concurrent requests whose buckets live on one node share a call, as on
+// a single Redis (batch.go), and its circuit breaker (guards.go), so that
+// a failed master fails the requests of its buckets only.
 //
 // The store keeps which node serves each hash slot, as it last read it
 // (CLUSTER SLOTS): it is read when the store is prepared (or on the first
@@ -14,7 +15,10 @@ package redis
 // (lua/batch.lua). A batch built on a stale map (a slot moved by
 // resharding or failover) therefore fails whole, with nothing written,
 // as a store error; the map is read again, and later batches group by
-// the new one. A slot the map does not know is sent alone.
+// the new one. A slot the map does not know is sent alone, under the
+// store's own breaker. A node's open circuit also has the map read again,
+// so that once a replica took over the failed master's slots, they are
+// the replica's, behind its closed circuit.
 
 import (
 	"context"
@@ -24,6 +28,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/tokengate/tokengate/pkg/store/redis/internal/breaker"
 )
 
 // clusterSlots is the number of hash slots of a Redis Cluster.
@@ -32,34 +38,35 @@ const clusterSlots = 16384
 // topologyEvery is the least time between two readings of the topology.
 const topologyEvery = 100 * time.Millisecond
 
-// nodeMap is one reading of the topology: each slot's node's batcher.
-type nodeMap struct {
-	of [clusterSlots]*batcher // nil: no node known
+// node is a master node's batcher (nil when batching is off) and breaker.
+type node struct {
+	batch   *batcher
+	breaker *breaker.Breaker
 }
 
-// nodeBatchers are a Cluster store's batchers, one per master node.
-type nodeBatchers struct {
+// nodeMap is one reading of the topology: each slot's node.
+type nodeMap struct {
+	of [clusterSlots]*node // nil: no node known
+}
+
+// clusterNodes are a Cluster store's nodes.
+type clusterNodes struct {
 	s       *Store
 	o       BatchOptions
 	m       atomic.Pointer[nodeMap]
 	reading atomic.Bool
 	next    atomic.Int64 // the earliest start of the next reading, on s.opts.Clock
 	mu      sync.Mutex   // one reading at a time: byID
-	byID    map[string]*batcher
+	byID    map[string]*node
 }
 
-// newNodeBatchers returns a Cluster store's batchers, nil when batching
-// is off.
-func newNodeBatchers(s *Store, o BatchOptions) *nodeBatchers {
-	if newBatcher(s, o) == nil {
-		return nil
-	}
-	return &nodeBatchers{s: s, o: o, byID: map[string]*batcher{}}
+func newClusterNodes(s *Store, o BatchOptions) *clusterNodes {
+	return &clusterNodes{s: s, o: o, byID: map[string]*node{}}
 }
 
-// of is the batcher of the node serving slot sl, nil when none is known
-// (the map is then read, in the background).
-func (n *nodeBatchers) of(sl uint16) *batcher {
+// of is the node serving slot sl, nil when none is known (the map is then
+// read, in the background).
+func (n *clusterNodes) of(sl uint16) *node {
 	if m := n.m.Load(); m != nil && m.of[sl] != nil {
 		return m.of[sl]
 	}
@@ -67,9 +74,18 @@ func (n *nodeBatchers) of(sl uint16) *batcher {
 	return nil
 }
 
+// each calls f with every node of the latest reading.
+func (n *clusterNodes) each(f func(*node)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, nd := range n.byID {
+		f(nd)
+	}
+}
+
 // stale reads the topology again, in the background, unless a reading is
 // under way or began within topologyEvery.
-func (n *nodeBatchers) stale() {
+func (n *clusterNodes) stale() {
 	now := n.s.opts.Clock.Now()
 	if now < n.next.Load() || !n.reading.CompareAndSwap(false, true) {
 		return
@@ -84,9 +100,9 @@ func (n *nodeBatchers) stale() {
 }
 
 // read reads the topology (CLUSTER SLOTS) and replaces the map. A node
-// keeps its batcher across readings (by node ID); a node no longer
-// serving a slot loses it once its calls in flight return.
-func (n *nodeBatchers) read(ctx context.Context) error {
+// keeps its batcher and breaker across readings (by node ID); a node no
+// longer serving a slot is dropped, its calls in flight left to return.
+func (n *clusterNodes) read(ctx context.Context) error {
 	c := n.s.client
 	ranges, err := c.Do(ctx, c.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
@@ -95,21 +111,21 @@ func (n *nodeBatchers) read(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m := &nodeMap{}
-	byID := make(map[string]*batcher, len(n.byID))
+	byID := make(map[string]*node, len(n.byID))
 	for _, r := range ranges {
 		lo, hi, id, err := slotRange(r.ToArray())
 		if err != nil {
 			return fmt.Errorf("redis: read the cluster's slots: %w", err)
 		}
-		b := byID[id]
-		if b == nil {
-			if b = n.byID[id]; b == nil {
-				b = newBatcher(n.s, n.o)
+		nd := byID[id]
+		if nd == nil {
+			if nd = n.byID[id]; nd == nil {
+				nd = &node{batch: newBatcher(n.s, n.o), breaker: n.s.newBreaker(id)}
 			}
-			byID[id] = b
+			byID[id] = nd
 		}
 		for sl := lo; sl <= hi; sl++ {
-			m.of[sl] = b
+			m.of[sl] = nd
 		}
 	}
 	n.byID = byID

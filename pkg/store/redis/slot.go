@@ -1,6 +1,9 @@
 package redis
 
-import "strings"
+import (
+	"encoding/hex"
+	"strings"
+)
 
 // slotOf is the Redis Cluster hash slot of a key whose hash tag is t:
 // CRC16-XMODEM of the tag, modulo 16384 (the Cluster specification).
@@ -53,4 +56,12 @@ func keySlot(key string) uint16 {
 		}
 	}
 	return slotOf(key)
+}
+
+// tagSlot is the hash slot of the bucket of tag t (its key's hash tag is
+// t in hex).
+func tagSlot(t [16]byte) uint16 {
+	var h [32]byte
+	hex.Encode(h[:], t[:])
+	return slotOf(string(h[:]))
 }

@@ -36,7 +36,7 @@ type Store struct {
 	evalOnly            atomic.Bool     // the server has no functions: call by EVALSHA (calls.go)
 	admit               *admission.Gate // nil: admits everything
 	batch               *batcher        // nil: one call per request (batch.go), or a Cluster
-	nodes               *nodeBatchers   // a Cluster's batchers, nil: one call per request (nodes.go)
+	nodes               *clusterNodes   // a Cluster's nodes (nodes.go), else nil
 	deny                *denyCache      // nil: off (deny.go)
 	clock               sharedClock
 	windowMs, pendingMs string
@@ -68,11 +68,11 @@ func New(opts Options) (*Store, error) {
 		pendingMs:   strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
 		logs:        newFailureLogs(),
 	}
-	s.breaker = breaker.New(opts.Breaker, opts.Clock, circuitLog{opts.Logger, s.metrics.breakerOpen})
+	s.breaker = s.newBreaker("")
 	s.admit = admission.New(opts.Admission, opts.Timeout, s.metrics.inFlight.WithLabelValues("light"), s.metrics.inFlight.WithLabelValues("heavy"))
 	s.deny = newDenyCache(*opts.DenyCacheBytes, int64(opts.DenyCacheAge))
 	if s.cluster {
-		s.nodes = newNodeBatchers(s, opts.Batch)
+		s.nodes = newClusterNodes(s, opts.Batch)
 	} else {
 		s.batch = newBatcher(s, opts.Batch)
 	}
@@ -137,13 +137,13 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 		return store.Outcome{}, s.shed(ctx, len(req.Items), err)
 	}
 	defer s.admit.Release(len(req.Items))
-	t, ok := s.breaker.Allow()
-	if !ok {
+	var g guard
+	if !s.allow(tags, &g) {
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()
 		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
 	}
 	out, err := s.decide(cctx, req, results, tags)
-	s.breaker.Report(t, s.judge(ctx, err, len(req.Items)), err)
+	g.report(s.judge(ctx, err, len(req.Items)), err)
 	return out, err
 }
 
@@ -230,7 +230,10 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 // alone.
 func (s *Store) batcherOf(key string) *batcher {
 	if s.nodes != nil {
-		return s.nodes.of(keySlot(key))
+		if n := s.nodes.of(keySlot(key)); n != nil {
+			return n.batch
+		}
+		return nil
 	}
 	return s.batch
 }
