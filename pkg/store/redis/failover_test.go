@@ -142,6 +142,20 @@ func (r *failoverRun) balances(t *testing.T, s *Store, keys []string, failed fun
 	return lost, kept
 }
 
+// failoverStore is a prepared store on a client dialled as serve does.
+func failoverStore(t *testing.T, cfg redisconn.Config) *Store {
+	c, err := redisconn.Dial(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s := newStore(t, c, Options{Timeout: failoverTimeout, DenyCacheBytes: new(0)})
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func failoverKeys(n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
@@ -157,15 +171,7 @@ func failoverKeys(n int) []string {
 // up), and every refund of a request that timed out lands.
 func TestClusterFailover(t *testing.T) {
 	cl := redistest.StartClusterWithReplicas(t)
-	c, err := redisconn.Dial(redisconn.Config{Addr: strings.Join(cl.Addrs(), ","), Cluster: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	s := newStore(t, c, Options{Timeout: failoverTimeout, DenyCacheBytes: new(0)})
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := failoverStore(t, redisconn.Config{Addr: strings.Join(cl.Addrs(), ","), Cluster: true})
 	keys := failoverKeys(60)
 	victim := cl.Owner(t, s.bucketKey(tagBytes(keys[0])))
 	onVictim := map[string]bool{}
@@ -198,15 +204,7 @@ func TestSentinelFailover(t *testing.T) {
 	}, "the replica in sync")
 	sentinel := redistest.StartSentinel(t, "fo", master,
 		"sentinel down-after-milliseconds fo 1000", "sentinel failover-timeout fo 5000")
-	c, err := redisconn.Dial(redisconn.Config{Addr: sentinel.Addr(), SentinelMaster: "fo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	s := newStore(t, c, Options{Timeout: failoverTimeout, DenyCacheBytes: new(0)})
-	if err := s.Prepare(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := failoverStore(t, redisconn.Config{Addr: sentinel.Addr(), SentinelMaster: "fo"})
 	keys := failoverKeys(30)
 	all := func(string) bool { return true }
 	r := runFailover(t, s, keys, all, master.Kill, 10*time.Second)
