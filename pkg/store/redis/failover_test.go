@@ -33,12 +33,13 @@ type failoverRun struct {
 	// and when the first and last came after the kill.
 	errs              [2]int64
 	firstErr, lastErr [2]time.Duration
+	promoted          time.Duration // when the replica was master, after the kill
 	allowed           []atomic.Int64
 }
 
 func (r *failoverRun) String() string {
-	return fmt.Sprintf("%d answers; %d errors for the failed master's keys, from %v to %v after the kill; %d for the others' (from %v to %v)",
-		r.answers, r.errs[0], r.firstErr[0].Round(time.Millisecond), r.lastErr[0].Round(time.Millisecond),
+	return fmt.Sprintf("%d answers; %d errors for the failed master's keys, from %v to %v after the kill (the replica master at %v); %d for the others' (from %v to %v)",
+		r.answers, r.errs[0], r.firstErr[0].Round(time.Millisecond), r.lastErr[0].Round(time.Millisecond), r.promoted.Round(time.Millisecond),
 		r.errs[1], r.firstErr[1].Round(time.Millisecond), r.lastErr[1].Round(time.Millisecond))
 }
 
@@ -48,11 +49,12 @@ func (r *failoverRun) String() string {
 const failoverCapacity = 1 << 40
 
 // runFailover loads s with single-bucket requests of keys from workers
-// at once, kills a master (kill) after a second and goes on for after;
-// failed says whether a key was served by that master. Each error is
+// at once, kills a master (kill) after a second and goes on for after,
+// noting when replica, the master's, reports itself master; failed says
+// whether a key was served by that master. Each error is
 // resolved as refused (a store.Ambiguous is refunded), as on_store_error
 // deny or local would. Watch runs meanwhile, as in serve.
-func runFailover(t *testing.T, s *Store, keys []string, failed func(key string) bool, kill func(), after time.Duration) *failoverRun {
+func runFailover(t *testing.T, s *Store, keys []string, failed func(key string) bool, kill func(), replica *redistest.Server, after time.Duration) *failoverRun {
 	v := storetest.Version(t, 1, failoverCapacity, "1/h")
 	r := &failoverRun{allowed: make([]atomic.Int64, len(keys))}
 	// As serve does: a good ping lets an open circuit probe at once.
@@ -99,6 +101,13 @@ func runFailover(t *testing.T, s *Store, keys []string, failed func(key string) 
 	time.Sleep(time.Second)
 	killed.Store(time.Since(start).Nanoseconds())
 	kill()
+	for time.Now().Before(stop) {
+		if info, err := redistest.Do(replica.Addr(), "INFO", "replication"); err == nil && strings.Contains(info, "role:master") {
+			r.promoted = time.Duration(time.Since(start).Nanoseconds() - killed.Load())
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	wg.Wait()
 	return r
 }
@@ -179,7 +188,13 @@ func TestClusterFailover(t *testing.T) {
 		onVictim[k] = cl.Owner(t, s.bucketKey(tagBytes(k))) == victim
 	}
 	failed := func(k string) bool { return onVictim[k] }
-	r := runFailover(t, s, keys, failed, victim.Kill, 12*time.Second)
+	var replica *redistest.Server
+	for _, n := range cl.Nodes {
+		if redistest.Info(t, n.Addr(), "replication", "master_port") == strconv.Itoa(victim.Port) {
+			replica = n
+		}
+	}
+	r := runFailover(t, s, keys, failed, victim.Kill, replica, 12*time.Second)
 	lost, kept := r.balances(t, s, keys, failed)
 	t.Logf("cluster failover: %v; of the failed master's, %d charges lost, %d kept by failed calls", r, lost, kept)
 	if r.errs[1] != 0 {
@@ -207,7 +222,7 @@ func TestSentinelFailover(t *testing.T) {
 	s := failoverStore(t, redisconn.Config{Addr: sentinel.Addr(), SentinelMaster: "fo"})
 	keys := failoverKeys(30)
 	all := func(string) bool { return true }
-	r := runFailover(t, s, keys, all, master.Kill, 10*time.Second)
+	r := runFailover(t, s, keys, all, master.Kill, replica, 10*time.Second)
 	lost, kept := r.balances(t, s, keys, all)
 	t.Logf("sentinel failover: %v; %d charges lost with the master, %d kept by failed calls", r, lost, kept)
 	if r.errs[0] == 0 {
