@@ -239,3 +239,19 @@ func TestBatchWithSharesCalls(t *testing.T) {
 		t.Errorf("Redis ran %d calls for %d requests of both stores; the live store's batches (%v, of %v requests) account for %v", calls, callers*each, batches, batched, want)
 	}
 }
+
+// TestAnsweredPastDeadline: a request whose answer came in while it
+// waited for a CPU past its deadline gets that answer, never a timeout,
+// however often it is asked (with both ready, select picks either).
+func TestAnsweredPastDeadline(t *testing.T) {
+	b := &batcher{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 100 {
+		w := &queued{done: make(chan struct{}), taken: true}
+		close(w.done)
+		if got, err := b.wait(ctx, w); err != nil || got != w {
+			t.Fatalf("try %d: an answered call past its deadline: %v", i, err)
+		}
+	}
+}
