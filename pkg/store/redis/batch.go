@@ -149,24 +149,17 @@ func (b *batcher) wait(ctx context.Context, w *queued) (*queued, error) {
 	return w, fmt.Errorf("%w: %w", errLate, ctx.Err())
 }
 
-// next hands the place of a call that is out past its requests'
-// deadline to the queue, if any, as the next call, else frees it.
+// next sends the queue, if any, as the next call, else frees the place
+// of the call that just returned.
 func (b *batcher) next() {
-	if batch := b.following(); batch != nil {
-		go b.send(batch)
-	}
-}
-
-// following takes the queue, if any, as the next call in the place of
-// the call that just returned, else frees the place and returns nil.
-func (b *batcher) following() []*queued {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.queue) == 0 {
 		b.inFlight--
-		return nil
+		return
 	}
-	return b.take()
+	batch := b.take()
+	go b.send(batch)
 }
 
 // take removes the batch from the front of the queue (under mu): at least
@@ -190,19 +183,8 @@ func (b *batcher) take() []*queued {
 	return batch
 }
 
-// send runs a batch's calls as one and hands each its reply, then the
-// queue's, while its place in flight is its own: the goroutine that has
-// just been answered sends the next call at once, where one started for
-// it would wait behind the requests just woken for a CPU.
+// send runs a batch's calls as one and hands each its reply.
 func (b *batcher) send(batch []*queued) {
-	for batch != nil {
-		batch = b.sendOne(batch)
-	}
-}
-
-// sendOne runs one batch and returns the next, nil when its place is no
-// longer its own.
-func (b *batcher) sendOne(batch []*queued) []*queued {
 	var dl time.Time
 	for _, w := range batch {
 		if w.deadline.After(dl) {
@@ -212,35 +194,33 @@ func (b *batcher) sendOne(batch []*queued) []*queued {
 	if dl.IsZero() {
 		dl = time.Now().Add(b.s.opts.Timeout)
 	}
-	// The call's place in flight is its own until it returns or, if
-	// sooner, its requests' deadline, when the queue takes it (next): new
-	// calls then tell the breaker whether Redis answers, while this one
-	// waits lateWait more for an answer that says whether it charged
-	// (ambiguous.go).
+	// The call's place in flight is freed when it returns or, if sooner,
+	// at its requests' deadline: the queue goes on, and new calls tell the
+	// breaker whether Redis answers, while this one waits lateWait more
+	// for an answer that says whether it charged (ambiguous.go).
 	var once sync.Once
-	kept := false
-	late := time.AfterFunc(time.Until(dl), func() { once.Do(b.next) })
+	free := func() { once.Do(b.next) }
+	late := time.AfterFunc(time.Until(dl), free)
+	defer func() {
+		late.Stop()
+		free()
+	}()
 	ctx, cancel := context.WithDeadline(context.Background(), dl.Add(lateWait))
 	defer cancel()
 	if len(batch) == 1 && batch[0].compact == nil {
 		w := batch[0]
 		w.reply, w.err = b.s.call(ctx, w.keys, w.args)
-	} else {
-		if len(batch) > 1 {
-			b.s.metrics.batches.Inc()
-			b.s.metrics.batched.Add(float64(len(batch)))
-		}
-		b.s.callBatch(ctx, batch)
+		close(w.done)
+		return
 	}
-	late.Stop()
-	once.Do(func() { kept = true })
+	if len(batch) > 1 {
+		b.s.metrics.batches.Inc()
+		b.s.metrics.batched.Add(float64(len(batch)))
+	}
+	b.s.callBatch(ctx, batch)
 	for _, w := range batch {
 		close(w.done)
 	}
-	if !kept {
-		return nil
-	}
-	return b.following()
 }
 
 // callBatch runs batch's calls as one and gives each its reply or error.
