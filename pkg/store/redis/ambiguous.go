@@ -163,29 +163,54 @@ func (a *ambiguous) refund() error {
 		}
 		units[k].Add(units[k], new(big.Int).Mul(big.NewInt(it.cost), big.NewInt(it.per)))
 	}
-	entries := make([]string, 0, settleArgs*len(keys))
+	// A settle reads its buckets with one MGET, so on a Cluster a request
+	// of several slots (on one node) is refunded by a call per slot; the
+	// id's release goes with its slot's (its first bucket's).
+	var groups []refundGroup
 	for j, k := range keys {
-		entries = append(entries, units[k].String(), strconv.FormatInt(pers[j], 10), "0")
+		g := refundGroupOf(&groups, keySlot(k))
+		g.keys = append(g.keys, k)
+		g.entries = append(g.entries, units[k].String(), strconv.FormatInt(pers[j], 10), "0")
 	}
-	idMode := idNone
 	if a.id {
-		idMode = idRelease
-		keys = append(keys, a.keys[len(a.keys)-1])
-	}
-	if len(entries) == 0 && idMode == idNone {
-		return nil
+		g := refundGroupOf(&groups, keySlot(a.keys[len(a.keys)-1]))
+		g.keys, g.release = append(g.keys, a.keys[len(a.keys)-1]), true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.s.opts.Timeout)
 	defer cancel()
-	msgs, err := a.s.call(ctx, keys, a.s.settleArgs(a.now, idMode, entries, ""))
-	if err == nil {
-		_, err = a.s.decodeReply(msgs, nil)
-	}
-	if err != nil {
-		return fmt.Errorf("redis: refund %d buckets: %w", len(entries)/settleArgs, err)
+	for _, g := range groups {
+		idMode := idNone
+		if g.release {
+			idMode = idRelease
+		}
+		msgs, err := a.s.call(ctx, g.keys, a.s.settleArgs(a.now, idMode, g.entries, ""))
+		if err == nil {
+			_, err = a.s.decodeReply(msgs, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("redis: refund %d buckets: %w", len(g.entries)/settleArgs, err)
+		}
 	}
 	if a.s.deny != nil {
 		a.s.deny.forget(a.tags)
 	}
 	return nil
+}
+
+// refundGroup is the settle call of a refund for the keys of one slot.
+type refundGroup struct {
+	slot          uint16
+	keys, entries []string
+	release       bool // the request id's release too
+}
+
+// refundGroupOf is the group of slot sl in groups, added if new.
+func refundGroupOf(groups *[]refundGroup, sl uint16) *refundGroup {
+	for i := range *groups {
+		if (*groups)[i].slot == sl {
+			return &(*groups)[i]
+		}
+	}
+	*groups = append(*groups, refundGroup{slot: sl})
+	return &(*groups)[len(*groups)-1]
 }

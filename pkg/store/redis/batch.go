@@ -29,7 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -77,6 +77,7 @@ type queued struct {
 	packed     string // a packed reply (contract.go), when reply is nil
 	err        error
 	taken      bool // in a batch (under batcher.mu)
+	multi      bool // its keys are of several slots of one Cluster node
 }
 
 func newBatcher(s *Store, o BatchOptions) *batcher {
@@ -106,7 +107,7 @@ func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (
 // waits for it.
 func (b *batcher) submit(ctx context.Context, keys, args []string, c *compactCall) *queued {
 	dl, _ := ctx.Deadline()
-	w := &queued{keys: keys, args: args, compact: c, deadline: dl, done: make(chan struct{})}
+	w := &queued{keys: keys, args: args, compact: c, deadline: dl, done: make(chan struct{}), multi: b.s.cluster && multiSlot(keys)}
 	b.mu.Lock()
 	if b.inFlight < b.maxInFlight {
 		b.inFlight++
@@ -163,15 +164,18 @@ func (b *batcher) next() {
 }
 
 // take removes the batch from the front of the queue (under mu): at least
-// one call, at most MaxItems buckets.
+// one call, at most MaxItems buckets. A call of several slots must be
+// fresh in its batch (no earlier call has one of its keys), as it cannot
+// read its records again itself (a command is of one slot): it waits for
+// the next batch otherwise.
 func (b *batcher) take() []*queued {
 	n, items := 0, 0
 	for n < len(b.queue) {
-		k := len(b.queue[n].keys)
-		if n > 0 && items+k > b.maxItems {
+		w := b.queue[n]
+		if n > 0 && (items+len(w.keys) > b.maxItems || w.multi && sharesKey(b.queue[:n], w)) {
 			break
 		}
-		items += k
+		items += len(w.keys)
 		n++
 	}
 	batch := make([]*queued, n)
@@ -207,7 +211,7 @@ func (b *batcher) send(batch []*queued) {
 	}()
 	ctx, cancel := context.WithDeadline(context.Background(), dl.Add(lateWait))
 	defer cancel()
-	if len(batch) == 1 && batch[0].compact == nil {
+	if len(batch) == 1 && batch[0].compact == nil && !batch[0].multi {
 		w := batch[0]
 		w.reply, w.err = b.s.call(ctx, w.keys, w.args)
 		close(w.done)
@@ -324,42 +328,53 @@ func batchArgs(batch []*queued) (keys, args []string) {
 	return keys, args
 }
 
-// spansSlots reports whether a batch's calls (each of one slot) are of
-// several slots.
+// spansSlots reports whether a batch's keys are of several slots.
 func spansSlots(batch []*queued) bool {
 	sl := keySlot(batch[0].keys[0])
-	for _, w := range batch[1:] {
-		if keySlot(w.keys[0]) != sl {
+	for _, w := range batch {
+		if w.multi || keySlot(w.keys[0]) != sl {
 			return true
 		}
 	}
 	return false
 }
 
-// nodeCall lays out a batch whose calls are of several slots of one node
-// as a node call (contract.go): its calls reordered by slot, which keeps
-// the order of calls that share a key (they share its slot), so that each
-// slot's keys are one run; the routing key is the batch's first.
-func nodeCall(batch []*queued) (keys, args []string) {
-	type slotted struct {
-		sl uint16
-		w  *queued
-	}
-	order := make([]slotted, len(batch))
-	for i, w := range batch {
-		order[i] = slotted{keySlot(w.keys[0]), w}
-	}
-	sort.SliceStable(order, func(i, j int) bool { return order[i].sl < order[j].sl })
-	var runs []string
-	for i := 0; i < len(order); {
-		n, sl := 0, order[i].sl
-		for ; i < len(order) && order[i].sl == sl; i++ {
-			batch[i] = order[i].w
-			n += len(batch[i].keys)
+// multiSlot reports whether keys are of several slots.
+func multiSlot(keys []string) bool {
+	for _, k := range keys[1:] {
+		if keySlot(k) != keySlot(keys[0]) {
+			return true
 		}
-		runs = append(runs, strconv.Itoa(n))
 	}
+	return false
+}
+
+// sharesKey reports whether one of w's keys is one of earlier calls'.
+func sharesKey(earlier []*queued, w *queued) bool {
+	for _, e := range earlier {
+		for _, k := range e.keys {
+			if slices.Contains(w.keys, k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nodeCall lays out a batch whose keys are of several slots of one node
+// as a node call (contract.go): each run of its keys of one slot in a row
+// is read by one MGET; the routing key is the batch's first.
+func nodeCall(batch []*queued) (keys, args []string) {
 	keys, bargs := batchArgs(batch)
+	var runs []string
+	for i := 0; i < len(keys); {
+		j, sl := i+1, keySlot(keys[i])
+		for j < len(keys) && keySlot(keys[j]) == sl {
+			j++
+		}
+		runs = append(runs, strconv.Itoa(j-i))
+		i = j
+	}
 	args = make([]string, 0, nodeHead+len(runs)+len(keys)+len(bargs))
 	args = append(args, opNode, strconv.Itoa(len(runs)), strconv.Itoa(len(keys)))
 	args = append(append(append(args, runs...), keys...), bargs...)

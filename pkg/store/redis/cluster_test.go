@@ -37,6 +37,60 @@ func clusterCalls(t *testing.T, cl *redistest.Cluster) int64 {
 	return n
 }
 
+// sameNode are n keys in distinct slots served by the node of key from's
+// slot (by the store's map of the nodes).
+func sameNode(t *testing.T, s *Store, from string, n int) []string {
+	t.Helper()
+	m := s.nodes.m.Load()
+	slot := func(k string) uint16 { return keySlot(s.bucketKey(tagBytes(k))) }
+	keys, slots := []string{from}, map[uint16]bool{slot(from): true}
+	for i := 0; len(keys) < n; i++ {
+		k := from + "-" + strconv.Itoa(i)
+		if m.of[slot(k)] == m.of[slot(from)] && !slots[slot(k)] {
+			keys, slots[slot(k)] = append(keys, k), true
+		}
+	}
+	return keys
+}
+
+// TestOneNodeRequest: a request whose buckets are in several slots of one
+// node is one call, all or nothing, without reserve and settle.
+func TestOneNodeRequest(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cl, s := clusterStore(t, Options{Registerer: reg, DenyCacheBytes: new(0)})
+	v := storetest.Version(t, 1, 10, "1/h")
+	keys := sameNode(t, s, "one", 3)
+	decide := func(costs ...int64) (bool, []store.Result) {
+		items := make([]store.Item, len(keys))
+		for i, k := range keys {
+			items[i] = store.Item{Key: k, Version: v, Cost: costs[i]}
+		}
+		res := make([]store.Result, len(items))
+		out, err := s.Decide(context.Background(), &store.Request{Items: items}, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Allowed, res
+	}
+	before := clusterCalls(t, cl)
+	if ok, res := decide(2, 3, 4); !ok || res[0].Remaining != 8 || res[1].Remaining != 7 || res[2].Remaining != 6 {
+		t.Fatalf("allowed %v, %+v; want allowed, 8, 7, 6 left", ok, res)
+	}
+	// One bucket cannot afford it: nothing is charged.
+	if ok, _ := decide(1, 1, 7); ok {
+		t.Fatal("a request one bucket cannot afford was allowed")
+	}
+	if ok, res := decide(0, 0, 0); !ok || res[0].Remaining != 8 || res[1].Remaining != 7 || res[2].Remaining != 6 {
+		t.Fatalf("after a rejection: allowed %v, %+v; want 8, 7, 6 left", ok, res)
+	}
+	if calls := clusterCalls(t, cl) - before; calls != 3 {
+		t.Errorf("3 requests ran %d calls, want 3", calls)
+	}
+	if n := testutil.ToFloat64(s.metrics.crossSlot); n != 0 {
+		t.Errorf("%v requests went by reserve and settle", n)
+	}
+}
+
 // TestClusterBatchesDecideExactly: on a three-master cluster, 48 callers
 // at once, each alternating a request of a shared hot bucket and one of
 // its own (every bucket in its own slot, mostly), share calls per node:
@@ -49,6 +103,7 @@ func TestClusterBatchesDecideExactly(t *testing.T) {
 	v := storetest.Version(t, 1, 500, "1/h")
 	const callers, each = 48, 30
 	hot := make([]int, callers)
+	mates := sameNode(t, s, "hot", callers+1)[1:]
 	before := clusterCalls(t, cl)
 	var wg sync.WaitGroup
 	for g := range callers {
@@ -57,18 +112,23 @@ func TestClusterBatchesDecideExactly(t *testing.T) {
 			defer wg.Done()
 			own := "own-" + strconv.Itoa(g)
 			for i := range each {
-				key := own
+				// Every third caller asks for the hot bucket with its own
+				// of another slot of the hot bucket's node: one call.
+				items := []store.Item{{Key: own, Version: v, Cost: 1}}
 				if i%2 == 0 {
-					key = "hot"
+					items[0].Key = "hot"
+					if g%3 == 0 {
+						items = append(items, store.Item{Key: mates[g], Version: v, Cost: 1})
+					}
 				}
-				out, err := s.Decide(context.Background(), &store.Request{Items: []store.Item{{Key: key, Version: v, Cost: 1}}}, make([]store.Result, 1))
+				out, err := s.Decide(context.Background(), &store.Request{Items: items}, make([]store.Result, len(items)))
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if out.Allowed && key == "hot" {
+				if out.Allowed && items[0].Key == "hot" {
 					hot[g]++
-				} else if !out.Allowed && key == own {
+				} else if !out.Allowed && items[0].Key == own {
 					t.Errorf("caller %d: its own bucket refused a request", g)
 				}
 			}
@@ -90,6 +150,18 @@ func TestClusterBatchesDecideExactly(t *testing.T) {
 	}
 	if total != 500 {
 		t.Errorf("the hot bucket's 500 tokens went to %d requests", total)
+	}
+	for g := 0; g < callers; g += 3 {
+		res := make([]store.Result, 1)
+		if _, err := s.Decide(context.Background(), &store.Request{Items: []store.Item{{Key: mates[g], Version: v, Cost: 0}}}, res); err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(500 - hot[g]); res[0].Remaining != want {
+			t.Errorf("caller %d: its bucket beside the hot one holds %d tokens after %d allowed requests, want %d", g, res[0].Remaining, hot[g], want)
+		}
+	}
+	if n := testutil.ToFloat64(s.metrics.crossSlot); n != 0 {
+		t.Errorf("%v requests of one node went by reserve and settle", n)
 	}
 	checkBatchCalls(t, s, calls, callers*each)
 }
@@ -164,15 +236,20 @@ func TestNodeCallSpansSlots(t *testing.T) {
 }
 
 // TestClusterAmbiguous: with every master paused while calls are out, a
-// request of one slot times out and, refused, is refunded when its late
-// answer comes, as on one node; a request of several slots fails and
-// whatever its reserves charged late is rolled back. Either way the
-// buckets end full.
+// request of one slot, or of several slots of one node, times out and,
+// refused, is refunded when its late answer comes, as on one node; a
+// request of several nodes' slots fails and whatever its reserves charged
+// late is rolled back. Either way the buckets end full.
 func TestClusterAmbiguous(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cl, s := clusterStore(t, Options{Registerer: reg, DenyCacheBytes: new(0)})
 	v := storetest.Version(t, 1, 10, "1/h")
-	for _, keys := range [][]string{{"a"}, {"x", "y", "z"}} {
+	m := s.nodes.m.Load()
+	node := func(k string) *node { return m.of[keySlot(s.bucketKey(tagBytes(k)))] }
+	if node("x") == node("y") && node("y") == node("z") {
+		t.Fatal("x, y and z share a node")
+	}
+	for _, keys := range [][]string{{"a"}, {"x", "y", "z"}, sameNode(t, s, "m", 3)} {
 		items := make([]store.Item, len(keys))
 		for i, k := range keys {
 			items[i] = store.Item{Key: k, Version: v, Cost: 4}

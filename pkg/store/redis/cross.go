@@ -10,7 +10,8 @@ import (
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
-// A request whose buckets live in several Cluster hash slots cannot be one
+// A request whose buckets live on several Cluster nodes (or in several
+// slots, while calls are not batched or the nodes not known) cannot be one
 // script call. It is decided by a reserve and, when needed, a settle:
 //
 //  1. Reserve, one call per slot, all at once: each decides its own items

@@ -127,7 +127,9 @@
 // is then rolled back. Calls are batched per master node (nodes.go), and a
 // batch of several slots is one call routed by one of its keys, which
 // fails whole, writing nothing, when the nodes' map it was grouped by is
-// stale.
+// stale. So a request whose buckets span slots of one node is one call,
+// all or nothing as on one Redis; reserve and settle are for requests of
+// several nodes.
 //
 // # Request ids
 //

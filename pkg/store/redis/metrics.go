@@ -45,7 +45,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}),
 		crossSlot: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tokengate_redis_cross_slot_requests_total",
-			Help: "Requests whose buckets live in several Cluster hash slots (reserve and settle).",
+			Help: "Requests whose buckets live on several Cluster nodes (or in several slots, while batching is off or the nodes are not known), decided by reserve and settle.",
 		}),
 		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_redis_settles_total",

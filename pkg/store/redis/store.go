@@ -163,7 +163,7 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	}
 	now := func() string { return strconv.FormatUint(at, 10) }
 	if s.cluster {
-		if groups := bySlot(hexTags(raw)); len(groups) > 1 {
+		if groups := bySlot(hexTags(raw)); len(groups) > 1 && !s.oneNode(groups, raw) {
 			s.metrics.crossSlot.Inc()
 			out, err := s.decideCross(ctx, req, results, now(), raw, groups)
 			if err == nil && out.Allowed && s.deny != nil {
@@ -186,8 +186,8 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		if errors.Is(err, errLate) {
 			err = s.ambiguous(err, w, req, raw, keys, now())
 		}
-	case c != nil:
-		w = &queued{keys: keys, compact: c}
+	case c != nil || s.cluster && multiSlot(keys):
+		w = &queued{keys: keys, args: args, compact: c, multi: s.cluster && multiSlot(keys)}
 		s.callBatch(ctx, []*queued{w})
 		err = w.err
 	default:
@@ -224,6 +224,22 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		s.deny.learn(req, raw, r.allowed, items)
 	}
 	return store.Outcome{Allowed: r.allowed}, nil
+}
+
+// oneNode reports whether the buckets of slot groups (their tags raw)
+// all live on one node that batches: their request is then one call, of
+// several slots (a node call), all or nothing as on one Redis.
+func (s *Store) oneNode(groups [][]int, raw [][16]byte) bool {
+	first := s.nodes.of(tagSlot(raw[0]))
+	if first == nil || first.batch == nil {
+		return false
+	}
+	for _, g := range groups[1:] {
+		if s.nodes.of(tagSlot(raw[g[0]])) != first {
+			return false
+		}
+	}
+	return true
 }
 
 // batcherOf is the batcher of the calls of key's slot, nil when calls go
