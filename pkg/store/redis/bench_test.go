@@ -54,20 +54,7 @@ func BenchmarkDecide(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ResetTimer()
-			if bc.parallel > 0 {
-				b.SetParallelism(bc.parallel)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						run()
-					}
-				})
-			} else {
-				for b.Loop() {
-					run()
-				}
-			}
-			b.StopTimer()
+			runBench(b, bc.parallel, run)
 			after := commandStatsFull(b, srv.Addr())
 			calls := after["fcall"][0] - before["fcall"][0]
 			b.ReportMetric(float64(calls)/float64(n.Load()), "fcall/op")
@@ -154,25 +141,31 @@ func BenchmarkDecideCluster(b *testing.B) {
 					b.Error(err)
 				}
 			}
-			b.ResetTimer()
-			if bc.parallel > 0 {
-				b.SetParallelism(bc.parallel)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						run()
-					}
-				})
-			} else {
-				for range b.N {
-					run()
-				}
-			}
-			b.StopTimer()
+			runBench(b, bc.parallel, run)
 			calls, usec := sum()
 			b.ReportMetric(float64(calls-calls0)/float64(n.Load()), "fcall/op")
 			b.ReportMetric(float64(usec-usec0)/float64(n.Load()), "commandstats-µs/op")
 		})
 	}
+}
+
+// runBench runs run b.N times, from parallel callers per CPU at once (0:
+// serially), timing only that.
+func runBench(b *testing.B, parallel int, run func()) {
+	b.ResetTimer()
+	if parallel > 0 {
+		b.SetParallelism(parallel)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				run()
+			}
+		})
+	} else {
+		for range b.N {
+			run()
+		}
+	}
+	b.StopTimer()
 }
 
 // floorLibrary reads its keys with one MGET and writes each back with a
