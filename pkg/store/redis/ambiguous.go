@@ -163,54 +163,27 @@ func (a *ambiguous) refund() error {
 		}
 		units[k].Add(units[k], new(big.Int).Mul(big.NewInt(it.cost), big.NewInt(it.per)))
 	}
-	// A settle reads its buckets with one MGET, so on a Cluster a request
-	// of several slots (on one node) is refunded by a call per slot; the
-	// id's release goes with its slot's (its first bucket's).
-	var groups []refundGroup
+	entries := make([]string, 0, settleArgs*len(keys))
 	for j, k := range keys {
-		g := refundGroupOf(&groups, keySlot(k))
-		g.keys = append(g.keys, k)
-		g.entries = append(g.entries, units[k].String(), strconv.FormatInt(pers[j], 10), "0")
+		entries = append(entries, units[k].String(), strconv.FormatInt(pers[j], 10), "0")
 	}
+	idKey := ""
 	if a.id {
-		g := refundGroupOf(&groups, keySlot(a.keys[len(a.keys)-1]))
-		g.keys, g.release = append(g.keys, a.keys[len(a.keys)-1]), true
+		idKey = a.keys[len(a.keys)-1]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.s.opts.Timeout)
 	defer cancel()
-	for _, g := range groups {
-		idMode := idNone
-		if g.release {
-			idMode = idRelease
-		}
-		msgs, err := a.s.call(ctx, g.keys, a.s.settleArgs(a.now, idMode, g.entries, ""))
+	for _, c := range a.s.settleCalls(a.now, keys, entries, idKey, idRelease, "") {
+		msgs, err := a.s.call(ctx, c.keys, c.args)
 		if err == nil {
 			_, err = a.s.decodeReply(msgs, nil)
 		}
 		if err != nil {
-			return fmt.Errorf("redis: refund %d buckets: %w", len(g.entries)/settleArgs, err)
+			return fmt.Errorf("redis: refund %d buckets: %w", len(entries)/settleArgs, err)
 		}
 	}
 	if a.s.deny != nil {
 		a.s.deny.forget(a.tags)
 	}
 	return nil
-}
-
-// refundGroup is the settle call of a refund for the keys of one slot.
-type refundGroup struct {
-	slot          uint16
-	keys, entries []string
-	release       bool // the request id's release too
-}
-
-// refundGroupOf is the group of slot sl in groups, added if new.
-func refundGroupOf(groups *[]refundGroup, sl uint16) *refundGroup {
-	for i := range *groups {
-		if (*groups)[i].slot == sl {
-			return &(*groups)[i]
-		}
-	}
-	*groups = append(*groups, refundGroup{slot: sl})
-	return &(*groups)[len(*groups)-1]
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -88,6 +89,51 @@ func TestOneNodeRequest(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(s.metrics.crossSlot); n != 0 {
 		t.Errorf("%v requests went by reserve and settle", n)
+	}
+}
+
+// TestNodeReserves: a request of two nodes is a reserve per node (one of
+// two slots on the first), all or nothing: rejected on one node, what it
+// reserved on the other is rolled back, a settle per slot.
+func TestNodeReserves(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cl, s := clusterStore(t, Options{Registerer: reg, DenyCacheBytes: new(0)})
+	v := storetest.Version(t, 1, 10, "1/h")
+	keys := sameNode(t, s, "r", 2)
+	m := s.nodes.m.Load()
+	for i := 0; len(keys) < 3; i++ {
+		if k := "other-" + strconv.Itoa(i); m.of[keySlot(s.bucketKey(tagBytes(k)))] != m.of[keySlot(s.bucketKey(tagBytes(keys[0])))] {
+			keys = append(keys, k)
+		}
+	}
+	decide := func(costs ...int64) (bool, []int64) {
+		items := make([]store.Item, len(keys))
+		for i, k := range keys {
+			items[i] = store.Item{Key: k, Version: v, Cost: costs[i]}
+		}
+		res := make([]store.Result, len(items))
+		out, err := s.Decide(context.Background(), &store.Request{Items: items}, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Allowed, []int64{res[0].Remaining, res[1].Remaining, res[2].Remaining}
+	}
+	before := clusterCalls(t, cl)
+	if ok, left := decide(1, 2, 3); !ok || !slices.Equal(left, []int64{9, 8, 7}) {
+		t.Fatalf("allowed %v, %v left; want allowed, 9 8 7", ok, left)
+	}
+	if calls := clusterCalls(t, cl) - before; calls != 2 {
+		t.Errorf("a request of two nodes ran %d calls, want a reserve on each: 2", calls)
+	}
+	before = clusterCalls(t, cl)
+	if ok, _ := decide(1, 1, 8); ok {
+		t.Fatal("a request the other node's bucket cannot afford was allowed")
+	}
+	if calls := clusterCalls(t, cl) - before; calls != 4 {
+		t.Errorf("a rejected request of two nodes ran %d calls, want 2 reserves and a rollback per slot: 4", calls)
+	}
+	if ok, left := decide(0, 0, 0); !ok || !slices.Equal(left, []int64{9, 8, 7}) {
+		t.Fatalf("after the rollback: %v left, want 9 8 7", left)
 	}
 }
 

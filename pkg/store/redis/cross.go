@@ -14,15 +14,16 @@ import (
 // slots, while calls are not batched or the nodes not known) cannot be one
 // script call. It is decided by a reserve and, when needed, a settle:
 //
-//  1. Reserve, one call per slot, all at once: each decides its own items
-//     exactly as a whole request would. A slot whose items are all
+//  1. Reserve, one call per node (per slot while the nodes are not known
+//     or calls not batched), all at once: each decides its own items
+//     exactly as a whole request would. A reserve whose items are all
 //     allowed keeps its charges; a bucket whose net effect is a refund
 //     keeps its uncharged balance instead (its refund is "deferred").
-//     A slot that rejects charges nothing.
-//  2. If every slot allowed, the request is allowed: deferred refunds are
-//     added (a settle call only for slots that have some). Otherwise it is
-//     rejected: every charge that a slot kept is added back (a settle call
-//     for those slots).
+//     A reserve that rejects charges nothing.
+//  2. If every reserve allowed, the request is allowed: deferred refunds
+//     are added (a settle call only where there are some). Otherwise it
+//     is rejected: every charge that a reserve kept is added back. A
+//     settle reads its buckets with one MGET: a call per slot.
 //
 // Adding back is exact: a charge of c undone later, with the cap at
 // capacity, leaves the same balance as never charging, whatever was
@@ -158,23 +159,20 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 			keys = append(keys, calls[g].keys[e.index])
 			entries = append(entries, e.units, e.per, isNew)
 		}
-		idMode := idNone
+		idMode, idKey := idNone, ""
 		if g == 0 && claimed {
-			idMode = idRelease
+			idMode, idKey = idRelease, calls[0].keys[len(calls[0].keys)-1]
 			if rec != "" {
 				idMode = idLast
 			}
-			keys = append(keys, calls[0].keys[len(calls[0].keys)-1])
 		}
-		if len(entries) == 0 && idMode == idNone {
-			continue
-		}
-		settles = append(settles, call{keys: keys, args: s.settleArgs(now, idMode, entries, rec)})
 		kind := "rollback"
 		if allowed {
 			kind = "commit"
 		}
-		kinds = append(kinds, kind)
+		for _, c := range s.settleCalls(now, keys, entries, idKey, idMode, rec) {
+			settles, kinds = append(settles, c), append(kinds, kind)
+		}
 	}
 	if len(settles) == 0 {
 		return
@@ -203,6 +201,49 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 	}
 }
 
+// settleCalls are the settle calls of entries (settleArgs each) of keys
+// and, when idKey is not "", of the request id (idMode, with its record
+// rec): one call, or on a Cluster one per slot, as a settle reads its
+// buckets with one MGET (the id's in its slot's).
+func (s *Store) settleCalls(now string, keys, entries []string, idKey, idMode, rec string) []call {
+	type group struct {
+		slot          uint16
+		keys, entries []string
+		id            bool
+	}
+	var groups []group
+	of := func(key string) *group {
+		var sl uint16
+		if s.cluster {
+			sl = keySlot(key)
+		}
+		for i := range groups {
+			if groups[i].slot == sl {
+				return &groups[i]
+			}
+		}
+		groups = append(groups, group{slot: sl})
+		return &groups[len(groups)-1]
+	}
+	for j, k := range keys {
+		g := of(k)
+		g.keys, g.entries = append(g.keys, k), append(g.entries, entries[j*settleArgs:(j+1)*settleArgs]...)
+	}
+	if idKey != "" {
+		g := of(idKey)
+		g.keys, g.id = append(g.keys, idKey), true
+	}
+	calls := make([]call, len(groups))
+	for i, g := range groups {
+		mode, r := idNone, ""
+		if g.id {
+			mode, r = idMode, rec
+		}
+		calls[i] = call{keys: g.keys, args: s.settleArgs(now, mode, g.entries, r)}
+	}
+	return calls
+}
+
 // callAll runs calls of one slot each at once: through their nodes'
 // batchers where there are, the others pipelined (callMulti). It returns,
 // per call, the queued call of one still out at ctx's end (errLate), nil
@@ -215,6 +256,11 @@ func (s *Store) callAll(ctx context.Context, calls []call) []*queued {
 	for i := range calls {
 		if bs[i] = s.batcherOf(calls[i].keys[0]); bs[i] != nil {
 			out[i] = bs[i].submit(ctx, calls[i].keys, calls[i].args, nil)
+		} else if s.cluster && multiSlot(calls[i].keys) {
+			// Of a node no longer known: alone, as a node call.
+			w := &queued{keys: calls[i].keys, args: calls[i].args, multi: true}
+			s.callBatch(ctx, []*queued{w})
+			calls[i].reply, calls[i].err = w.reply, w.err
 		} else {
 			rest, at = append(rest, calls[i]), append(at, i)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -163,7 +164,7 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	}
 	now := func() string { return strconv.FormatUint(at, 10) }
 	if s.cluster {
-		if groups := bySlot(hexTags(raw)); len(groups) > 1 && !s.oneNode(groups, raw) {
+		if groups := s.byNode(bySlot(hexTags(raw)), raw); len(groups) > 1 {
 			s.metrics.crossSlot.Inc()
 			out, err := s.decideCross(ctx, req, results, now(), raw, groups)
 			if err == nil && out.Allowed && s.deny != nil {
@@ -226,20 +227,27 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	return store.Outcome{Allowed: r.allowed}, nil
 }
 
-// oneNode reports whether the buckets of slot groups (their tags raw)
-// all live on one node that batches: their request is then one call, of
-// several slots (a node call), all or nothing as on one Redis.
-func (s *Store) oneNode(groups [][]int, raw [][16]byte) bool {
-	first := s.nodes.of(tagSlot(raw[0]))
-	if first == nil || first.batch == nil {
-		return false
+// byNode merges slot groups (of the buckets of tags raw) by node when
+// every one's node is known and batches: a call may then touch keys of
+// several slots of its node (a node call). The first group holds item 0.
+func (s *Store) byNode(groups [][]int, raw [][16]byte) [][]int {
+	if len(groups) == 1 {
+		return groups
 	}
-	for _, g := range groups[1:] {
-		if s.nodes.of(tagSlot(raw[g[0]])) != first {
-			return false
+	nodes := make([]*node, 0, len(groups))
+	var merged [][]int
+	for _, g := range groups {
+		n := s.nodes.of(tagSlot(raw[g[0]]))
+		if n == nil || n.batch == nil {
+			return groups
+		}
+		if j := slices.Index(nodes, n); j >= 0 {
+			merged[j] = append(merged[j], g...)
+		} else {
+			nodes, merged = append(nodes, n), append(merged, g)
 		}
 	}
-	return true
+	return merged
 }
 
 // batcherOf is the batcher of the calls of key's slot, nil when calls go
