@@ -21,6 +21,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, 250*time.Millisecond))
 	defer cancel()
 	if err := redisconn.Ping(ctx, s.client); err != nil {
+		if s.nodes != nil {
+			s.nodes.reachable(ctx)
+		}
 		return err
 	}
 	s.reachable()

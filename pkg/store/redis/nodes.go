@@ -23,6 +23,8 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,10 +40,13 @@ const clusterSlots = 16384
 // topologyEvery is the least time between two readings of the topology.
 const topologyEvery = 100 * time.Millisecond
 
-// node is a master node's batcher (nil when batching is off) and breaker.
+// node is a master node's batcher (nil when batching is off) and breaker,
+// and its address as the topology first named it. A node is not changed
+// once made.
 type node struct {
 	batch   *batcher
 	breaker *breaker.Breaker
+	addr    string
 }
 
 // nodeMap is one reading of the topology: each slot's node.
@@ -77,8 +82,12 @@ func (n *clusterNodes) of(sl uint16) *node {
 // each calls f with every node of the latest reading.
 func (n *clusterNodes) each(f func(*node)) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	nodes := make([]*node, 0, len(n.byID))
 	for _, nd := range n.byID {
+		nodes = append(nodes, nd)
+	}
+	n.mu.Unlock()
+	for _, nd := range nodes {
 		f(nd)
 	}
 }
@@ -113,14 +122,14 @@ func (n *clusterNodes) read(ctx context.Context) error {
 	m := &nodeMap{}
 	byID := make(map[string]*node, len(n.byID))
 	for _, r := range ranges {
-		lo, hi, id, err := slotRange(r.ToArray())
+		lo, hi, id, addr, err := slotRange(r.ToArray())
 		if err != nil {
 			return fmt.Errorf("redis: read the cluster's slots: %w", err)
 		}
 		nd := byID[id]
 		if nd == nil {
 			if nd = n.byID[id]; nd == nil {
-				nd = &node{batch: newBatcher(n.s, n.o), breaker: n.s.newBreaker(id)}
+				nd = &node{batch: newBatcher(n.s, n.o), breaker: n.s.newBreaker(id), addr: addr}
 			}
 			byID[id] = nd
 		}
@@ -134,13 +143,13 @@ func (n *clusterNodes) read(ctx context.Context) error {
 }
 
 // slotRange reads one range of a CLUSTER SLOTS reply: its first and last
-// slot and the ID of its master.
-func slotRange(r []rueidis.RedisMessage, err error) (lo, hi int64, id string, _ error) {
+// slot and the ID and host:port of its master.
+func slotRange(r []rueidis.RedisMessage, err error) (lo, hi int64, id, addr string, _ error) {
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, "", "", err
 	}
 	if len(r) < 3 {
-		return 0, 0, "", fmt.Errorf("a slot range of %d fields", len(r))
+		return 0, 0, "", "", fmt.Errorf("a slot range of %d fields", len(r))
 	}
 	lo, err = r[0].AsInt64()
 	if err == nil {
@@ -153,11 +162,34 @@ func slotRange(r []rueidis.RedisMessage, err error) (lo, hi int64, id string, _ 
 	if err == nil && len(node) < 3 {
 		err = fmt.Errorf("a node of %d fields", len(node))
 	}
+	var host string
+	var port int64
+	if err == nil {
+		host, err = node[0].ToString()
+	}
+	if err == nil {
+		port, err = node[1].AsInt64()
+	}
 	if err == nil {
 		id, err = node[2].ToString()
 	}
 	if err == nil && (lo < 0 || hi >= clusterSlots || lo > hi) {
 		err = fmt.Errorf("slots %d-%d", lo, hi)
 	}
-	return lo, hi, id, err
+	return lo, hi, id, net.JoinHostPort(host, strconv.FormatInt(port, 10)), err
+}
+
+// reachable lets each node that answers a ping probe at once (its
+// breaker's Reachable), when a ping of every node the client knows
+// failed: one master down keeps no other's circuit open.
+func (n *clusterNodes) reachable(ctx context.Context) {
+	// The failed ping may have spent ctx's time.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(n.s.opts.Timeout, 250*time.Millisecond))
+	defer cancel()
+	clients := n.s.client.Nodes()
+	n.each(func(nd *node) {
+		if c := clients[nd.addr]; c != nil && c.Do(ctx, c.B().Ping().Build()).Error() == nil {
+			nd.breaker.Reachable()
+		}
+	})
 }
