@@ -14,6 +14,7 @@ import (
 
 	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/redistest"
+	"github.com/tokengate/tokengate/pkg/bucket"
 	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/storetest"
 )
@@ -54,6 +55,26 @@ func sameNode(t *testing.T, s *Store, from string, n int) []string {
 	return keys
 }
 
+// decideCosts decides a request of keys at costs, and returns whether it
+// was allowed, its results and the tokens each bucket has left.
+func decideCosts(t *testing.T, s *Store, v *bucket.Version, keys []string, costs []int64) (bool, []store.Result, []int64) {
+	t.Helper()
+	items := make([]store.Item, len(keys))
+	for i, k := range keys {
+		items[i] = store.Item{Key: k, Version: v, Cost: costs[i]}
+	}
+	res := make([]store.Result, len(items))
+	out, err := s.Decide(context.Background(), &store.Request{Items: items}, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := make([]int64, len(res))
+	for i := range res {
+		left[i] = res[i].Remaining
+	}
+	return out.Allowed, res, left
+}
+
 // TestOneNodeRequest: a request whose buckets are in several slots of one
 // node is one call, all or nothing, without reserve and settle.
 func TestOneNodeRequest(t *testing.T) {
@@ -62,16 +83,8 @@ func TestOneNodeRequest(t *testing.T) {
 	v := storetest.Version(t, 1, 10, "1/h")
 	keys := sameNode(t, s, "one", 3)
 	decide := func(costs ...int64) (bool, []store.Result) {
-		items := make([]store.Item, len(keys))
-		for i, k := range keys {
-			items[i] = store.Item{Key: k, Version: v, Cost: costs[i]}
-		}
-		res := make([]store.Result, len(items))
-		out, err := s.Decide(context.Background(), &store.Request{Items: items}, res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.Allowed, res
+		ok, res, _ := decideCosts(t, s, v, keys, costs)
+		return ok, res
 	}
 	before := clusterCalls(t, cl)
 	if ok, res := decide(2, 3, 4); !ok || res[0].Remaining != 8 || res[1].Remaining != 7 || res[2].Remaining != 6 {
@@ -107,16 +120,8 @@ func TestNodeReserves(t *testing.T) {
 		}
 	}
 	decide := func(costs ...int64) (bool, []int64) {
-		items := make([]store.Item, len(keys))
-		for i, k := range keys {
-			items[i] = store.Item{Key: k, Version: v, Cost: costs[i]}
-		}
-		res := make([]store.Result, len(items))
-		out, err := s.Decide(context.Background(), &store.Request{Items: items}, res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.Allowed, []int64{res[0].Remaining, res[1].Remaining, res[2].Remaining}
+		ok, _, left := decideCosts(t, s, v, keys, costs)
+		return ok, left
 	}
 	before := clusterCalls(t, cl)
 	if ok, left := decide(1, 2, 3); !ok || !slices.Equal(left, []int64{9, 8, 7}) {
