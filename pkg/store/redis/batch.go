@@ -376,7 +376,7 @@ func nodeCall(batch []*queued) (keys, args []string) {
 		i = j
 	}
 	args = make([]string, 0, nodeHead+len(runs)+len(keys)+len(bargs))
-	args = append(args, opNode, strconv.Itoa(len(runs)), strconv.Itoa(len(keys)))
+	args = append(args, opNode, strconv.Itoa(len(runs)))
 	args = append(append(append(args, runs...), keys...), bargs...)
 	return keys[:1], args
 }
