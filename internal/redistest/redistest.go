@@ -69,15 +69,20 @@ func startWith(t testing.TB, env, extra []string) *Server {
 }
 
 // StartSentinel starts a Sentinel on a free port that monitors master under
-// the name name; it is stopped when the test ends.
-func StartSentinel(t testing.TB, name string, master *Server) *Server {
+// the name name, with more lines of configuration (such as "sentinel
+// down-after-milliseconds name 1000"); it is stopped when the test ends.
+func StartSentinel(t testing.TB, name string, master *Server, conf ...string) *Server {
 	t.Helper()
 	s := &Server{t: t, dir: t.TempDir()}
-	conf := filepath.Join(s.dir, "sentinel.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "bind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\n", name, master.Port), 0o644); err != nil {
+	file := filepath.Join(s.dir, "sentinel.conf")
+	text := fmt.Sprintf("bind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\n", name, master.Port)
+	for _, l := range conf {
+		text += l + "\n"
+	}
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.pre = []string{conf, "--sentinel"}
+	s.pre = []string{file, "--sentinel"}
 	s.run()
 	return s
 }
@@ -156,6 +161,13 @@ func (s *Server) stop(sig syscall.Signal) {
 		<-done
 	}
 	s.cmd = nil
+}
+
+// running reports whether the server was started and not stopped.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }
 
 // Restart starts a stopped server again on the same port, empty.

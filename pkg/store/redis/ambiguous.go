@@ -32,9 +32,10 @@ package redis
 // of the same request (a retry, same buckets and costs, whose own call
 // never ran) is taken for this call's, refunding that earlier charge, or
 // one whose call is still queued in Redis on another connection is read
-// before it runs. Cluster clients (no batching) send calls in the
-// request's own deadline: their timeouts are counted, never reconciled.
-// tokengate_redis_ambiguous_total counts each outcome.
+// before it runs. On a Cluster a request of one slot is reconciled so
+// too; one whose buckets span slots fails whole, and the charges of its
+// reserves out at the deadline are rolled back when they are answered
+// (cross.go). tokengate_redis_ambiguous_total counts each outcome.
 
 import (
 	"context"
@@ -183,22 +184,20 @@ func (a *ambiguous) refund() error {
 	for j, k := range keys {
 		entries = append(entries, units[k].String(), strconv.FormatInt(pers[j], 10), "0")
 	}
-	idMode := idNone
+	idKey := ""
 	if a.id {
-		idMode = idRelease
-		keys = append(keys, a.keys[len(a.keys)-1])
-	}
-	if len(entries) == 0 && idMode == idNone {
-		return nil
+		idKey = a.keys[len(a.keys)-1]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.s.opts.Timeout)
 	defer cancel()
-	msgs, err := a.s.call(ctx, keys, a.s.settleArgs(a.now, idMode, entries, ""))
-	if err == nil {
-		_, err = a.s.decodeReply(msgs, nil)
-	}
-	if err != nil {
-		return fmt.Errorf("redis: refund %d buckets: %w", len(entries)/settleArgs, err)
+	for _, c := range a.s.settleCalls(a.now, keys, entries, idKey, idRelease, "") {
+		msgs, err := a.s.call(ctx, c.keys, c.args)
+		if err == nil {
+			_, err = a.s.decodeReply(msgs, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("redis: refund %d buckets: %w", len(entries)/settleArgs, err)
+		}
 	}
 	if a.s.deny != nil {
 		a.s.deny.forget(a.tags)

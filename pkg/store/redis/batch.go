@@ -21,13 +21,15 @@ package redis
 // past the latest deadline of its batch so that its answer can settle the
 // question (ambiguous.go). No request's cancellation cancels a call.
 //
-// Cluster clients do not batch: the keys of two requests rarely share a
-// hash slot, and a call may only touch one.
+// On a Cluster each master node has its batcher (nodes.go): a batch
+// holds calls whose keys live on one node, and when they span slots it
+// goes as a node call (contract.go), its calls ordered by slot.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -46,8 +48,9 @@ var errLate = errors.New("sent, not answered in time")
 // BatchOptions tune batching; zero fields take the defaults in brackets
 // (MaxInFlight, which can turn batching off, as Options says).
 type BatchOptions struct {
-	// MaxInFlight is the most calls of this Store in flight at once [nil:
-	// 2]; 0 turns batching off (every request its own call).
+	// MaxInFlight is the most calls of this Store in flight at once, per
+	// master node on a Cluster [nil: 2]; 0 turns batching off (every
+	// request its own call).
 	MaxInFlight *int
 	// MaxItems is the most buckets in one batch [128]: a batch holds Redis
 	// for its buckets' time (a few µs each), during which other replicas'
@@ -74,6 +77,7 @@ type queued struct {
 	packed     string // a packed reply (contract.go), when reply is nil
 	err        error
 	taken      bool // in a batch (under batcher.mu)
+	multi      bool // its keys are of several slots of one Cluster node
 }
 
 func newBatcher(s *Store, o BatchOptions) *batcher {
@@ -84,7 +88,7 @@ func newBatcher(s *Store, o BatchOptions) *batcher {
 	if o.MaxItems > 0 {
 		b.maxItems = o.MaxItems
 	}
-	if b.maxInFlight == 0 || s.cluster {
+	if b.maxInFlight == 0 {
 		return nil
 	}
 	return b
@@ -96,8 +100,14 @@ func newBatcher(s *Store, o BatchOptions) *batcher {
 // on errLate the call is out and queued.done closes when its answer (or
 // the end of the wait for it) is in.
 func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (*queued, error) {
+	return b.wait(ctx, b.submit(ctx, keys, args, c))
+}
+
+// submit sends a call, or queues it while MaxInFlight calls are out; wait
+// waits for it.
+func (b *batcher) submit(ctx context.Context, keys, args []string, c *compactCall) *queued {
 	dl, _ := ctx.Deadline()
-	w := &queued{keys: keys, args: args, compact: c, deadline: dl, done: make(chan struct{})}
+	w := &queued{keys: keys, args: args, compact: c, deadline: dl, done: make(chan struct{}), multi: b.s.cluster && multiSlot(keys)}
 	b.mu.Lock()
 	if b.inFlight < b.maxInFlight {
 		b.inFlight++
@@ -108,6 +118,11 @@ func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (
 		b.queue = append(b.queue, w)
 		b.mu.Unlock()
 	}
+	return w
+}
+
+// wait waits for the answer of a submitted call within ctx (do says how).
+func (b *batcher) wait(ctx context.Context, w *queued) (*queued, error) {
 	select {
 	case <-w.done:
 		return w, w.err
@@ -123,6 +138,14 @@ func (b *batcher) do(ctx context.Context, keys, args []string, c *compactCall) (
 			}
 		}
 		return nil, fmt.Errorf("%w: %w", errQueued, ctx.Err())
+	}
+	// An answer in by now is the answer: its request waited for a CPU
+	// past its deadline (select picks either case when both are ready),
+	// and Redis decided it.
+	select {
+	case <-w.done:
+		return w, w.err
+	default:
 	}
 	return w, fmt.Errorf("%w: %w", errLate, ctx.Err())
 }
@@ -141,15 +164,18 @@ func (b *batcher) next() {
 }
 
 // take removes the batch from the front of the queue (under mu): at least
-// one call, at most MaxItems buckets.
+// one call, at most MaxItems buckets. A call of several slots must be
+// fresh in its batch (no earlier call has one of its keys), as it cannot
+// read its records again itself (a command is of one slot): it waits for
+// the next batch otherwise.
 func (b *batcher) take() []*queued {
 	n, items := 0, 0
 	for n < len(b.queue) {
-		k := len(b.queue[n].keys)
-		if n > 0 && items+k > b.maxItems {
+		w := b.queue[n]
+		if n > 0 && (items+len(w.keys) > b.maxItems || w.multi && sharesKey(b.queue[:n], w)) {
 			break
 		}
-		items += k
+		items += len(w.keys)
 		n++
 	}
 	batch := make([]*queued, n)
@@ -185,7 +211,7 @@ func (b *batcher) send(batch []*queued) {
 	}()
 	ctx, cancel := context.WithDeadline(context.Background(), dl.Add(lateWait))
 	defer cancel()
-	if len(batch) == 1 && batch[0].compact == nil {
+	if len(batch) == 1 && batch[0].compact == nil && !batch[0].multi {
 		w := batch[0]
 		w.reply, w.err = b.s.call(ctx, w.keys, w.args)
 		close(w.done)
@@ -202,9 +228,18 @@ func (b *batcher) send(batch []*queued) {
 }
 
 // callBatch runs batch's calls as one and gives each its reply or error.
+// On a Cluster a failed batch may have been grouped by a stale map of
+// the nodes, which is then read again.
 func (s *Store) callBatch(ctx context.Context, batch []*queued) {
-	keys, args := batchArgs(batch)
+	layout := batchArgs
+	if s.cluster && spansSlots(batch) {
+		layout = nodeCall
+	}
+	keys, args := layout(batch)
 	msgs, err := s.call(ctx, keys, args)
+	if err != nil && s.nodes != nil {
+		s.nodes.stale()
+	}
 	if err == nil && len(msgs) != len(batch) {
 		err = fmt.Errorf("redis: batch of %d calls answered %d replies", len(batch), len(msgs))
 	}
@@ -291,4 +326,57 @@ func batchArgs(batch []*queued) (keys, args []string) {
 		}
 	}
 	return keys, args
+}
+
+// spansSlots reports whether a batch's keys are of several slots.
+func spansSlots(batch []*queued) bool {
+	sl := keySlot(batch[0].keys[0])
+	for _, w := range batch {
+		if w.multi || keySlot(w.keys[0]) != sl {
+			return true
+		}
+	}
+	return false
+}
+
+// multiSlot reports whether keys are of several slots.
+func multiSlot(keys []string) bool {
+	for _, k := range keys[1:] {
+		if keySlot(k) != keySlot(keys[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// sharesKey reports whether one of w's keys is one of earlier calls'.
+func sharesKey(earlier []*queued, w *queued) bool {
+	for _, e := range earlier {
+		for _, k := range e.keys {
+			if slices.Contains(w.keys, k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nodeCall lays out a batch whose keys are of several slots of one node
+// as a node call (contract.go): each run of its keys of one slot in a row
+// is read by one MGET; the routing key is the batch's first.
+func nodeCall(batch []*queued) (keys, args []string) {
+	keys, bargs := batchArgs(batch)
+	var runs []string
+	for i := 0; i < len(keys); {
+		j, sl := i+1, keySlot(keys[i])
+		for j < len(keys) && keySlot(keys[j]) == sl {
+			j++
+		}
+		runs = append(runs, strconv.Itoa(j-i))
+		i = j
+	}
+	args = make([]string, 0, nodeHead+len(runs)+len(keys)+len(bargs))
+	args = append(args, opNode, strconv.Itoa(len(runs)))
+	args = append(append(append(args, runs...), keys...), bargs...)
+	return keys[:1], args
 }

@@ -72,16 +72,21 @@ func TestBatchesDecideExactly(t *testing.T) {
 	if total != 1000 {
 		t.Errorf("the hot bucket's 1000 tokens went to %d requests", total)
 	}
-	calls := commandStatsFull(t, srv.Addr())["fcall"][0] - before
+	checkBatchCalls(t, s, commandStatsFull(t, srv.Addr())["fcall"][0]-before, callers*each+callers)
+}
+
+// checkBatchCalls: requests made batches, and Redis ran calls, exactly
+// one per batch or lone request.
+func checkBatchCalls(t *testing.T, s *Store, calls int64, requests int) {
+	t.Helper()
 	batches, batched := testutil.ToFloat64(s.metrics.batches), testutil.ToFloat64(s.metrics.batched)
-	requests := float64(callers*each + callers)
 	if batches == 0 {
-		t.Fatalf("%v requests from %d callers at once made no batch", requests, callers)
+		t.Fatalf("%d requests at once made no batch", requests)
 	}
-	if want := requests - batched + batches; float64(calls) != want {
-		t.Errorf("Redis ran %d calls; %v requests, %v of them in %v batches, make %v", calls, requests, batched, batches, want)
+	if want := float64(requests) - batched + batches; float64(calls) != want {
+		t.Errorf("Redis ran %d calls; %d requests, %v of them in %v batches, make %v", calls, requests, batched, batches, want)
 	}
-	t.Logf("%v requests in %d calls (%v batches, %.1f requests each)", requests, calls, batches, batched/batches)
+	t.Logf("%d requests in %d calls (%v batches, %.1f requests each)", requests, calls, batches, batched/batches)
 }
 
 // TestBatchCallErrorsStayTheirs: a call of a batch that fails (an error
@@ -232,5 +237,21 @@ func TestBatchWithSharesCalls(t *testing.T) {
 	batches, batched := testutil.ToFloat64(live.metrics.batches), testutil.ToFloat64(live.metrics.batched)
 	if want := callers*each - batched + batches; batches == 0 || float64(calls) != want {
 		t.Errorf("Redis ran %d calls for %d requests of both stores; the live store's batches (%v, of %v requests) account for %v", calls, callers*each, batches, batched, want)
+	}
+}
+
+// TestAnsweredPastDeadline: a request whose answer came in while it
+// waited for a CPU past its deadline gets that answer, never a timeout,
+// however often it is asked (with both ready, select picks either).
+func TestAnsweredPastDeadline(t *testing.T) {
+	b := &batcher{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 100 {
+		w := &queued{done: make(chan struct{}), taken: true}
+		close(w.done)
+		if got, err := b.wait(ctx, w); err != nil || got != w {
+			t.Fatalf("try %d: an answered call past its deadline: %v", i, err)
+		}
 	}
 }

@@ -55,20 +55,7 @@ func BenchmarkDecide(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ResetTimer()
-			if bc.parallel > 0 {
-				b.SetParallelism(bc.parallel)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						run()
-					}
-				})
-			} else {
-				for b.Loop() {
-					run()
-				}
-			}
-			b.StopTimer()
+			runBench(b, bc.parallel, run)
 			after := commandStatsFull(b, srv.Addr())
 			calls := after["fcall"][0] - before["fcall"][0]
 			b.ReportMetric(float64(calls)/float64(n.Load()), "fcall/op")
@@ -119,38 +106,67 @@ func commandStatsFull(t testing.TB, addr string) map[string][2]int64 {
 	return m
 }
 
-// BenchmarkDecideCluster: on a three-master cluster a single bucket is one
-// FCALL; three buckets in three slots are a reserve in each slot, sent at
-// once (plus a settle only when one rejects, never here).
+// BenchmarkDecideCluster: on a three-master cluster, serially, a single
+// bucket is one FCALL and three buckets in three slots are a reserve in
+// each slot, sent at once (plus a settle only when one rejects, never
+// here); with 64 callers at once, the calls to each node share batches.
+// It reports the FCALLs per decision and the nodes' FCALL time per
+// decision (INFO commandstats, nested commands included).
 func BenchmarkDecideCluster(b *testing.B) {
 	cl := redistest.StartCluster(b)
 	c := newClient(b, cl.Addrs()...)
 	s := newStore(b, c, Options{})
 	v := storetest.Version(b, 1, 1_000_000_000, "1000000/s")
-	for _, items := range []int{1, 3} {
-		b.Run(strconv.Itoa(items)+" buckets", func(b *testing.B) {
-			sum := func() (calls int64) {
+	for _, bc := range []struct{ items, parallel int }{{1, 0}, {3, 0}, {1, 32}, {8, 32}} {
+		name := strconv.Itoa(bc.items) + " buckets"
+		if bc.parallel > 0 {
+			name += " parallel 64"
+		}
+		b.Run(name, func(b *testing.B) {
+			sum := func() (calls, usec int64) {
 				for _, a := range cl.Addrs() {
-					calls += commandStatsFull(b, a)["fcall"][0]
+					f := commandStatsFull(b, a)["fcall"]
+					calls, usec = calls+f[0], usec+f[1]
 				}
-				return calls
+				return calls, usec
 			}
-			before := sum()
-			n := 0
-			for b.Loop() {
-				n++
-				its := make([]store.Item, items)
+			calls0, usec0 := sum()
+			var n atomic.Int64
+			run := func() {
+				i := n.Add(1)
+				its := make([]store.Item, bc.items)
 				for k := range its {
-					its[k] = store.Item{Key: "user-" + strconv.Itoa(n%1000) + "-" + strconv.Itoa(k), Version: v, Cost: 1}
+					its[k] = store.Item{Key: "user-" + strconv.FormatInt(i%1000, 10) + "-" + strconv.Itoa(k), Version: v, Cost: 1}
 				}
-				if _, err := s.Decide(context.Background(), &store.Request{Items: its}, make([]store.Result, items)); err != nil {
-					b.Fatal(err)
+				if _, err := s.Decide(context.Background(), &store.Request{Items: its}, make([]store.Result, bc.items)); err != nil {
+					b.Error(err)
 				}
 			}
-			b.StopTimer()
-			b.ReportMetric(float64(sum()-before)/float64(n), "fcall/op")
+			runBench(b, bc.parallel, run)
+			calls, usec := sum()
+			b.ReportMetric(float64(calls-calls0)/float64(n.Load()), "fcall/op")
+			b.ReportMetric(float64(usec-usec0)/float64(n.Load()), "commandstats-µs/op")
 		})
 	}
+}
+
+// runBench runs run b.N times, from parallel callers per CPU at once (0:
+// serially), timing only that.
+func runBench(b *testing.B, parallel int, run func()) {
+	b.ResetTimer()
+	if parallel > 0 {
+		b.SetParallelism(parallel)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				run()
+			}
+		})
+	} else {
+		for range b.N {
+			run()
+		}
+	}
+	b.StopTimer()
 }
 
 // floorLibrary reads its keys with one MGET and writes each back with a

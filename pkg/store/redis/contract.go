@@ -138,12 +138,22 @@ const (
 	callItemFormat   = "<dd"
 )
 
+// On a Cluster a batch whose keys span slots is a node call (batch.go):
+// one declared key, the routing key (a key of the batch, so that the call
+// goes to the node serving its slot), and as arguments opNode and the
+// number of runs (nodeHead, the number last), each run's length (keys of
+// one slot in a row, read by one MGET: a command may touch one slot), the
+// keys (as many as the runs' lengths add up to), then the batch's own
+// arguments.
+const nodeHead = 2
+
 // Operations and request id modes.
 const (
 	opDecide  = "d"
 	opReserve = "r"
 	opSettle  = "s"
 	opBatch   = "b"
+	opNode    = "n"
 
 	idNone    = "0"
 	idLast    = "1"

@@ -10,20 +10,22 @@ import (
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
-// A request whose buckets live in several Cluster hash slots cannot be one
+// A request whose buckets live on several Cluster nodes (or in several
+// slots, while calls are not batched or the nodes not known) cannot be one
 // script call. It is decided by a reserve and, when needed, a settle:
 //
-//  1. Reserve, one call per slot, all at once: each decides its own items
-//     exactly as a whole request would. A slot whose items are all
+//  1. Reserve, one call per node (per slot while the nodes are not known
+//     or calls not batched), all at once: each decides its own items
+//     exactly as a whole request would. A reserve whose items are all
 //     allowed keeps its charges; a bucket whose net effect is a refund
 //     keeps its uncharged balance instead (its refund is "deferred").
-//     A slot that rejects charges nothing. Reports (post-paid usage) are
+//     A reserve that rejects charges nothing. Reports (post-paid usage) are
 //     charged in every case: their balance is the "uncharged" one, the
 //     base every settle entry is counted from, so no settle undoes one.
-//  2. If every slot allowed, the request is allowed: deferred refunds are
-//     added (a settle call only for slots that have some). Otherwise it is
-//     rejected: every charge that a slot kept is added back (a settle call
-//     for those slots).
+//  2. If every reserve allowed, the request is allowed: deferred refunds
+//     are added (a settle call only where there are some). Otherwise it
+//     is rejected: every charge that a reserve kept is added back. A
+//     settle reads its buckets with one MGET: a call per slot.
 //
 // Adding back is exact: a charge of c undone later, with the cap at
 // capacity, leaves the same balance as never charging, whatever was
@@ -37,6 +39,13 @@ import (
 // had the reservation never been made (the bucket was lower then): an
 // under-charge again, never an oversell. With a request id, the first slot's call claims the
 // id ("pending") and the settle writes the answer.
+//
+// Reserves and settles go through their nodes' batchers, sharing calls
+// with other requests. A reserve still out at the request's deadline fails
+// the request (on_store_error answers it) and is reconciled when its
+// answer comes (lateWait): whatever it charged is rolled back, as are
+// the other slots' charges at once, so a failed request leaves nothing
+// charged; counted in tokengate_redis_ambiguous_total.
 
 type groupReply struct {
 	reply
@@ -63,7 +72,11 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 		}
 		calls[g] = call{keys: keys, args: args}
 	}
-	s.callMulti(ctx, calls)
+	for g, w := range s.callAll(ctx, calls) {
+		if w != nil {
+			go s.rollbackLate(now, calls[g], w, len(groups[g]), g == 0)
+		}
+	}
 
 	replies := make([]groupReply, len(groups))
 	var errs error
@@ -152,23 +165,20 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 			keys = append(keys, calls[g].keys[e.index])
 			entries = append(entries, e.units, e.per, isNew)
 		}
-		idMode := idNone
+		idMode, idKey := idNone, ""
 		if g == 0 && claimed {
-			idMode = idRelease
+			idMode, idKey = idRelease, calls[0].keys[len(calls[0].keys)-1]
 			if rec != "" {
 				idMode = idLast
 			}
-			keys = append(keys, calls[0].keys[len(calls[0].keys)-1])
 		}
-		if len(entries) == 0 && idMode == idNone {
-			continue
-		}
-		settles = append(settles, call{keys: keys, args: s.settleArgs(now, idMode, entries, rec)})
 		kind := "rollback"
 		if allowed {
 			kind = "commit"
 		}
-		kinds = append(kinds, kind)
+		for _, c := range s.settleCalls(now, keys, entries, idKey, idMode, rec) {
+			settles, kinds = append(settles, c), append(kinds, kind)
+		}
 	}
 	if len(settles) == 0 {
 		return
@@ -176,7 +186,7 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 	// The reserve may have used most of the budget: settles get their own.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 	defer cancel()
-	s.callMulti(sctx, settles)
+	s.callAll(sctx, settles)
 	for i, c := range settles {
 		result := "ok"
 		if c.err == nil {
@@ -195,4 +205,108 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 		}
 		s.metrics.settles.WithLabelValues(kinds[i], result).Inc()
 	}
+}
+
+// settleCalls are the settle calls of entries (settleArgs each) of keys
+// and, when idKey is not "", of the request id (idMode, with its record
+// rec): one call, or on a Cluster one per slot, as a settle reads its
+// buckets with one MGET (the id's in its slot's).
+func (s *Store) settleCalls(now string, keys, entries []string, idKey, idMode, rec string) []call {
+	type group struct {
+		slot          uint16
+		keys, entries []string
+		id            bool
+	}
+	var groups []group
+	of := func(key string) *group {
+		var sl uint16
+		if s.cluster {
+			sl = keySlot(key)
+		}
+		for i := range groups {
+			if groups[i].slot == sl {
+				return &groups[i]
+			}
+		}
+		groups = append(groups, group{slot: sl})
+		return &groups[len(groups)-1]
+	}
+	for j, k := range keys {
+		g := of(k)
+		g.keys, g.entries = append(g.keys, k), append(g.entries, entries[j*settleArgs:(j+1)*settleArgs]...)
+	}
+	if idKey != "" {
+		g := of(idKey)
+		g.keys, g.id = append(g.keys, idKey), true
+	}
+	calls := make([]call, len(groups))
+	for i, g := range groups {
+		mode, r := idNone, ""
+		if g.id {
+			mode, r = idMode, rec
+		}
+		calls[i] = call{keys: g.keys, args: s.settleArgs(now, mode, g.entries, r)}
+	}
+	return calls
+}
+
+// callAll runs calls of one slot each at once: through their nodes'
+// batchers where there are, the others pipelined (callMulti). It returns,
+// per call, the queued call of one still out at ctx's end (errLate), nil
+// otherwise.
+func (s *Store) callAll(ctx context.Context, calls []call) []*queued {
+	out := make([]*queued, len(calls))
+	bs := make([]*batcher, len(calls))
+	var rest []call
+	var at []int
+	for i := range calls {
+		if bs[i] = s.batcherOf(calls[i].keys[0]); bs[i] != nil {
+			out[i] = bs[i].submit(ctx, calls[i].keys, calls[i].args, nil)
+		} else if s.cluster && multiSlot(calls[i].keys) {
+			// Of a node no longer known: alone, as a node call.
+			w := &queued{keys: calls[i].keys, args: calls[i].args, multi: true}
+			s.callBatch(ctx, []*queued{w})
+			calls[i].reply, calls[i].err = w.reply, w.err
+		} else {
+			rest, at = append(rest, calls[i]), append(at, i)
+		}
+	}
+	if len(rest) > 0 {
+		s.callMulti(ctx, rest)
+		for j, i := range at {
+			calls[i] = rest[j]
+		}
+	}
+	for i, q := range out {
+		if q == nil {
+			continue
+		}
+		w, err := bs[i].wait(ctx, q)
+		calls[i].err = err
+		if w != nil && err == nil {
+			calls[i].reply = w.reply
+		}
+		if !errors.Is(err, errLate) {
+			out[i] = nil
+		}
+	}
+	return out
+}
+
+// rollbackLate waits for the answer of the reserve c of n items, out at
+// its request's deadline (w), and rolls back what it charged; first: the
+// request's first slot, which holds its id's claim.
+func (s *Store) rollbackLate(now string, c call, w *queued, n int, first bool) {
+	<-w.done
+	c.reply, c.err = w.reply, w.err
+	g := s.parseGroup(c, n)
+	outcome := "uncharged"
+	switch {
+	case g.err != nil:
+		outcome = "unknown"
+	case g.kind == kindDecided && (len(g.settle) > 0 || g.claimed):
+		outcome = "refunded"
+		s.settle(context.Background(), now, []call{c}, []groupReply{g}, false, first && g.claimed, "")
+	}
+	s.metrics.ambiguous.WithLabelValues(outcome).Inc()
 }

@@ -137,10 +137,15 @@
 //
 // Keys carry hash tags, so one bucket is one slot. A request whose buckets
 // share a slot (every request outside Cluster, every single-bucket request)
-// is one call. One whose buckets span slots is a reserve in every slot at
+// is one call. One whose buckets span nodes is a reserve on every node at
 // once and, only when needed, a settle (see cross.go): it is never
 // oversold, but a concurrent request may be rejected by a reservation that
-// is then rolled back.
+// is then rolled back. Calls are batched per master node (nodes.go), and a
+// batch of several slots is one call routed by one of its keys, which
+// fails whole, writing nothing, when the nodes' map it was grouped by is
+// stale. So a request whose buckets span slots of one node is one call,
+// all or nothing as on one Redis; reserve and settle are for requests of
+// several nodes.
 //
 // # Request ids
 //

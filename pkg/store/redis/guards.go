@@ -3,13 +3,17 @@ package redis
 // Guards: Decide's two guards of Redis: admission, a bound on the work in flight
 // (internal/admission), and the circuit breaker (internal/breaker). A
 // call is admitted before the breaker is asked, so that a half-open
-// breaker's probe is never shed.
+// breaker's probe is never shed. On a Cluster each master node has its
+// breaker (nodes.go): a request asks those of its buckets' nodes, and
+// tells each what became of it, so that a failed master opens its own
+// circuit only.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +36,87 @@ type AdmissionOptions = admission.Options
 // became of its call (Store.judge): an answer, a failure, a heavy request
 // that timed out (inconclusive), or a call never sent.
 type BreakerOptions = breaker.Options
+
+// newBreaker is a breaker of the store's options; node names a Cluster
+// node in its log lines ("" for the store's own).
+func (s *Store) newBreaker(node string) *breaker.Breaker {
+	return breaker.New(s.opts.Breaker, s.opts.Clock, circuitLog{s.opts.Logger, s.metrics.breakerOpen, node})
+}
+
+// guard is a request's leave from the breakers it asked: each breaker and
+// its ticket (room for a few nodes without allocating).
+type guard struct {
+	bs []*breaker.Breaker
+	ts []breaker.Ticket
+	sb [4]*breaker.Breaker
+	st [4]breaker.Ticket
+}
+
+// allow asks the breakers of the buckets of tags: the store's or, on a
+// Cluster, each of their nodes' (the store's for a slot of no known
+// node). When one refuses, the others are told the request was never
+// sent, and on a Cluster the nodes' map is read again.
+func (s *Store) allow(tags [][16]byte, g *guard) bool {
+	g.bs, g.ts = g.sb[:0], g.st[:0]
+	for i := range tags {
+		b := s.breakerOf(tags[i])
+		if slices.Contains(g.bs, b) {
+			continue
+		}
+		t, ok := b.Allow()
+		if !ok {
+			if s.nodes != nil {
+				s.nodes.stale()
+			}
+			g.report(breaker.Unsent, nil)
+			return false
+		}
+		g.bs, g.ts = append(g.bs, b), append(g.ts, t)
+		if s.nodes == nil {
+			break
+		}
+	}
+	return true
+}
+
+// report tells each breaker of g what became of the request.
+func (g *guard) report(o breaker.Outcome, err error) {
+	for i := range g.bs {
+		g.bs[i].Report(g.ts[i], o, err)
+	}
+}
+
+// breakerOf is the breaker of the bucket of tag t.
+func (s *Store) breakerOf(t [16]byte) *breaker.Breaker {
+	if s.nodes != nil {
+		if n := s.nodes.of(tagSlot(t)); n != nil {
+			return n.breaker
+		}
+	}
+	return s.breaker
+}
+
+// circuitOpen reports whether a circuit is open and, if so, for how long
+// the longest open has been.
+func (s *Store) circuitOpen() (time.Duration, bool) {
+	d, open := s.breaker.OpenFor()
+	if s.nodes != nil {
+		s.nodes.each(func(n *node) {
+			if nd, o := n.breaker.OpenFor(); o && (!open || nd > d) {
+				d, open = nd, true
+			}
+		})
+	}
+	return d, open
+}
+
+// reachable tells every breaker that Redis answers.
+func (s *Store) reachable() {
+	s.breaker.Reachable()
+	if s.nodes != nil {
+		s.nodes.each(func(n *node) { n.breaker.Reachable() })
+	}
+}
 
 // shed is Decide's error for a request of n items that was not admitted
 // (err is from Acquire), counted as "shed" unless the caller gave up. It
@@ -69,27 +154,37 @@ func (s *Store) judge(ctx context.Context, err error, items int) breaker.Outcome
 	return breaker.Failed
 }
 
-// circuitLog is what the store says of its breaker: one line when the
-// circuit opens and one when it closes, and tokengate_redis_circuit_open.
-// A failed probe, which leaves it open, is only a debug line, so that an
-// outage of an hour is two lines, not one per backoff.
+// circuitLog is what the store says of a breaker: one line when the
+// circuit opens and one when it closes, and tokengate_redis_circuit_open
+// (the circuits open now). A failed probe, which leaves it open, is only
+// a debug line, so that an outage of an hour is two lines, not one per
+// backoff. node is a Cluster node's ID, "" for the store's breaker.
 type circuitLog struct {
 	log  *slog.Logger
 	open prometheus.Gauge
+	node string
 }
 
 func (c circuitLog) Opened(err error, failures int, retryIn time.Duration) {
-	c.open.Set(1)
+	c.open.Inc()
 	c.log.LogAttrs(context.Background(), slog.LevelWarn, "redis failing: circuit open, on_store_error decides meanwhile",
-		slog.String("error", err.Error()), slog.Int("failures", failures), slog.Duration("retry_in", retryIn))
+		c.attrs(slog.String("error", err.Error()), slog.Int("failures", failures), slog.Duration("retry_in", retryIn))...)
 }
 
 func (c circuitLog) ProbeFailed(why string, failures int, retryIn time.Duration) {
 	c.log.LogAttrs(context.Background(), slog.LevelDebug, "redis probe failed: circuit stays open",
-		slog.String("error", why), slog.Int("failures", failures), slog.Duration("retry_in", retryIn))
+		c.attrs(slog.String("error", why), slog.Int("failures", failures), slog.Duration("retry_in", retryIn))...)
 }
 
 func (c circuitLog) Closed(openFor time.Duration) {
-	c.open.Set(0)
-	c.log.Info("redis reachable again: circuit closed", slog.Duration("open_for", openFor))
+	c.open.Dec()
+	c.log.LogAttrs(context.Background(), slog.LevelInfo, "redis reachable again: circuit closed", c.attrs(slog.Duration("open_for", openFor))...)
+}
+
+// attrs are a line's attributes, with the node's ID on a Cluster node's.
+func (c circuitLog) attrs(a ...slog.Attr) []slog.Attr {
+	if c.node != "" {
+		a = append(a, slog.String("node", c.node))
+	}
+	return a
 }

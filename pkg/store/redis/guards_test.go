@@ -96,7 +96,7 @@ func TestBreakerLogsChanges(t *testing.T) {
 	clk := new(clock.Fake)
 	var logs logtest.Recorder
 	b := breaker.New(BreakerOptions{Failures: 3, Window: new(time.Duration(0)), MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond},
-		clk, circuitLog{logs.Logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})})
+		clk, circuitLog{logs.Logger(), prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), ""})
 	call := func(o breaker.Outcome) {
 		if tk, ok := b.Allow(); ok {
 			b.Report(tk, o, errors.New("down"))

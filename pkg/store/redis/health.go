@@ -21,9 +21,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, max(s.opts.Timeout, 250*time.Millisecond))
 	defer cancel()
 	if err := redisconn.Ping(ctx, s.client); err != nil {
+		if s.nodes != nil {
+			s.nodes.reachable(ctx)
+		}
 		return err
 	}
-	s.breaker.Reachable()
+	s.reachable()
 	return nil
 }
 
@@ -35,7 +38,7 @@ func (s *Store) Health(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
 		return err
 	}
-	if d, open := s.breaker.OpenFor(); open {
+	if d, open := s.circuitOpen(); open {
 		return fmt.Errorf("redis: %w: circuit open for %v: Redis answers pings, the next decision probes it", store.ErrUnavailable, d.Round(time.Millisecond))
 	}
 	return nil

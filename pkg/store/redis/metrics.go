@@ -37,7 +37,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}, []string{"reason"}),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tokengate_redis_circuit_open",
-			Help: "1 while the Redis circuit breaker is open (calls fail fast), else 0.",
+			Help: "Redis circuit breakers open now (calls fail fast): 1 or 0, on a Cluster one per master node whose circuit is open.",
 		}),
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tokengate_redis_script_reloads_total",
@@ -45,7 +45,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}),
 		crossSlot: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tokengate_redis_cross_slot_requests_total",
-			Help: "Requests whose buckets live in several Cluster hash slots (reserve and settle).",
+			Help: "Requests whose buckets live on several Cluster nodes (or in several slots, while batching is off or the nodes are not known), decided by reserve and settle.",
 		}),
 		settles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_redis_settles_total",

@@ -53,7 +53,10 @@ var script = newScript(luaFiles...)
 // call. As an EVAL script (older servers, or where FUNCTION is not
 // allowed) it defines everything on every call. Both are named by a hash
 // of the code, so replicas running different versions of tokengate never
-// replace each other's code.
+// replace each other's code. The function is registered with the flag
+// allow-cross-slot-keys, so that a batch on a Cluster node may touch keys
+// of several of the node's slots (batch.go); an EVAL script without flags
+// may anyway.
 type luaScript struct {
 	name    string // the library and its function
 	library string // FUNCTION LOAD source
@@ -72,8 +75,8 @@ func newScript(files ...luaFile) luaScript {
 	l := luaScript{
 		name: name,
 		library: "#!lua name=" + name + "\nlocal entry\nlocal function build()\n" + body + "\nreturn main\nend\n" +
-			"redis.register_function('" + name + "', function(keys, args)\n" +
-			"  if not entry then entry = build() end\n  return entry(keys, args)\nend)\n",
+			"redis.register_function{function_name = '" + name + "', callback = function(keys, args)\n" +
+			"  if not entry then entry = build() end\n  return entry(keys, args)\nend, flags = {'allow-cross-slot-keys'}}\n",
 		src: "local EVAL_KEYS, EVAL_ARGV = KEYS, ARGV\n" + body +
 			"\nif redis.replicate_commands then pcall(redis.replicate_commands) end\nreturn main(EVAL_KEYS, EVAL_ARGV)\n",
 	}

@@ -1,5 +1,10 @@
 package redis
 
+import (
+	"encoding/hex"
+	"strings"
+)
+
 // slotOf is the Redis Cluster hash slot of a key whose hash tag is t:
 // CRC16-XMODEM of the tag, modulo 16384 (the Cluster specification).
 func slotOf(t string) uint16 {
@@ -39,4 +44,24 @@ func bySlot(tags []string) [][]int {
 		groups[g] = append(groups[g], i)
 	}
 	return groups
+}
+
+// keySlot is the hash slot of a key: of its hash tag, the part between
+// the first '{' and the next '}' when that is not empty, else of the
+// whole key (the Cluster specification).
+func keySlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return slotOf(key[i+1 : i+1+j])
+		}
+	}
+	return slotOf(key)
+}
+
+// tagSlot is the hash slot of the bucket of tag t (its key's hash tag is
+// t in hex).
+func tagSlot(t [16]byte) uint16 {
+	var h [32]byte
+	hex.Encode(h[:], t[:])
+	return slotOf(string(h[:]))
 }

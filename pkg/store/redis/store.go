@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,8 @@ type Store struct {
 	forgot              atomic.Int64
 	evalOnly            atomic.Bool     // the server has no functions: call by EVALSHA (calls.go)
 	admit               *admission.Gate // nil: admits everything
-	batch               *batcher        // nil: one call per request (batch.go)
+	batch               *batcher        // nil: one call per request (batch.go), or a Cluster
+	nodes               *clusterNodes   // a Cluster's nodes (nodes.go), else nil
 	deny                *denyCache      // nil: off (deny.go)
 	clock               sharedClock
 	windowMs, pendingMs string
@@ -67,12 +69,16 @@ func New(opts Options) (*Store, error) {
 		pendingMs:   strconv.FormatInt((time.Second + 4*opts.Timeout).Milliseconds(), 10),
 		logs:        newFailureLogs(),
 	}
-	s.breaker = breaker.New(opts.Breaker, opts.Clock, circuitLog{opts.Logger, s.metrics.breakerOpen})
+	s.breaker = s.newBreaker("")
 	s.admit = admission.New(opts.Admission, opts.Timeout, s.metrics.inFlight.WithLabelValues("light"), s.metrics.inFlight.WithLabelValues("heavy"))
 	s.deny = newDenyCache(*opts.DenyCacheBytes, int64(opts.DenyCacheAge))
-	s.batch = newBatcher(s, opts.Batch)
+	if s.cluster {
+		s.nodes = newClusterNodes(s, opts.Batch)
+	} else {
+		s.batch = newBatcher(s, opts.Batch)
+	}
 	if opts.BatchWith != nil {
-		s.batch = opts.BatchWith.batch
+		s.batch, s.nodes = opts.BatchWith.batch, opts.BatchWith.nodes
 	}
 	s.forgot.Store(minInt64)
 	return s, nil
@@ -84,11 +90,15 @@ func New(opts Options) (*Store, error) {
 func (s *Store) Collector() prometheus.Collector { return s.metrics }
 
 // Prepare readies the store for its first decision: it loads the function
-// library and anchors the shared clock (clock.go), so that the first
-// request's deadline is not spent on them. On an error both are left to
-// the first decision, as without Prepare.
+// library, anchors the shared clock (clock.go) and, on a Cluster, reads
+// which node serves which slot (nodes.go), so that the first request's
+// deadline is not spent on them. On an error each is left to the first
+// decision, as without Prepare.
 func (s *Store) Prepare(ctx context.Context) error {
 	err := s.loadLibrary(ctx)
+	if s.nodes != nil {
+		err = errors.Join(err, s.nodes.read(ctx))
+	}
 	if s.opts.RequestTime {
 		return err
 	}
@@ -128,13 +138,13 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 		return store.Outcome{}, s.shed(ctx, len(req.Items), err)
 	}
 	defer s.admit.Release(len(req.Items))
-	t, ok := s.breaker.Allow()
-	if !ok {
+	var g guard
+	if !s.allow(tags, &g) {
 		s.metrics.errors.WithLabelValues("circuit_open").Inc()
 		return store.Outcome{}, fmt.Errorf("redis: %w: circuit open after repeated failures", store.ErrUnavailable)
 	}
 	out, err := s.decide(cctx, req, results, tags)
-	s.breaker.Report(t, s.judge(ctx, err, len(req.Items)), err)
+	g.report(s.judge(ctx, err, len(req.Items)), err)
 	return out, err
 }
 
@@ -154,7 +164,7 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	}
 	now := func() string { return strconv.FormatUint(at, 10) }
 	if s.cluster {
-		if groups := bySlot(hexTags(raw)); len(groups) > 1 {
+		if groups := s.byNode(bySlot(hexTags(raw)), raw); len(groups) > 1 {
 			s.metrics.crossSlot.Inc()
 			out, err := s.decideCross(ctx, req, results, now(), raw, groups)
 			if err == nil && out.Allowed && s.deny != nil {
@@ -171,14 +181,14 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		keys, args = s.decideArgs(req, raw, now())
 	}
 	var w *queued
-	switch {
-	case s.batch != nil:
-		w, err = s.batch.do(ctx, keys, args, c)
+	switch b := s.batcherOf(keys[0]); {
+	case b != nil:
+		w, err = b.do(ctx, keys, args, c)
 		if errors.Is(err, errLate) {
 			err = s.ambiguous(err, w, req, raw, keys, now())
 		}
-	case c != nil:
-		w = &queued{keys: keys, compact: c}
+	case c != nil || s.cluster && multiSlot(keys):
+		w = &queued{keys: keys, args: args, compact: c, multi: s.cluster && multiSlot(keys)}
 		s.callBatch(ctx, []*queued{w})
 		err = w.err
 	default:
@@ -215,6 +225,41 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		s.deny.learn(req, raw, r.allowed, items)
 	}
 	return store.Outcome{Allowed: r.allowed}, nil
+}
+
+// byNode merges slot groups (of the buckets of tags raw) by node when
+// every one's node is known and batches: a call may then touch keys of
+// several slots of its node (a node call). The first group holds item 0.
+func (s *Store) byNode(groups [][]int, raw [][16]byte) [][]int {
+	if len(groups) == 1 {
+		return groups
+	}
+	nodes := make([]*node, 0, len(groups))
+	var merged [][]int
+	for _, g := range groups {
+		n := s.nodes.of(tagSlot(raw[g[0]]))
+		if n == nil || n.batch == nil {
+			return groups
+		}
+		if j := slices.Index(nodes, n); j >= 0 {
+			merged[j] = append(merged[j], g...)
+		} else {
+			nodes, merged = append(nodes, n), append(merged, g)
+		}
+	}
+	return merged
+}
+
+// batcherOf is the batcher of the calls of key's slot, nil when calls go
+// alone.
+func (s *Store) batcherOf(key string) *batcher {
+	if s.nodes != nil {
+		if n := s.nodes.of(keySlot(key)); n != nil {
+			return n.batch
+		}
+		return nil
+	}
+	return s.batch
 }
 
 // decideArgs are the keys and arguments of a request's decide call at

@@ -94,9 +94,14 @@ func TestConformanceCluster(t *testing.T) {
 	if c.Mode() != rueidis.ClientModeCluster {
 		t.Fatalf("client mode %s, want cluster", c.Mode())
 	}
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return newStore(t, c, Options{RequestTime: true, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
-	}, storetest.Options{Lacks: storetest.Reserve})
+	// Batched, a request of one node is one call; unbatched, of one slot.
+	for name, inFlight := range map[string]*int{"batched": nil, "unbatched": new(0)} {
+		t.Run(name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store {
+				return newStore(t, c, Options{RequestTime: true, Batch: BatchOptions{MaxInFlight: inFlight}, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
+			}, storetest.Options{Lacks: storetest.Reserve})
+		})
+	}
 }
 
 // TestCollector: the store's metrics are one collector, registered whole

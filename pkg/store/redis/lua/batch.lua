@@ -33,14 +33,26 @@ end
 
 -- batchop runs a batch's calls one after another, each as if alone and
 -- under pcall, so that one call's error fails only that call, and answers
--- their replies in order. One MGET reads every call's records; the lean
+-- their replies in order. One MGET reads every call's records, or one per
+-- run of a node call's keys of one slot (runs, their lengths); the lean
 -- writes held back (PENDING) are made at the end.
-local function batchop(keys, args)
+local function batchop(keys, args, runs)
   local m, nc, nv = tonumber(args[ARG_BATCH_CALLS]), tonumber(args[ARG_BATCH_CONTEXTS]), tonumber(args[ARG_BATCH_VERSIONS])
   readbatch(args, nc, nv)
   local counts, cpos = args[VBASE + nv * ITEM_ARGS + 1], 1
   local out, ko, ao = {}, 0, VBASE + nv * ITEM_ARGS + 1
-  BATCH_RECS = redis.call('MGET', unpack(keys))
+  if runs then
+    local o = 0
+    BATCH_RECS = {}
+    for i = 1, #runs do
+      local n = tonumber(runs[i])
+      local m = redis.call('MGET', unpack(keys, o + 1, o + n))
+      for j = 1, n do BATCH_RECS[o + j] = m[j] end
+      o = o + n
+    end
+  else
+    BATCH_RECS = redis.call('MGET', unpack(keys))
+  end
   PENDING, PORDER, INREDIS = {}, {}, {}
   for j = 1, m do
     local nk, na
@@ -62,9 +74,17 @@ local function batchop(keys, args)
   return out
 end
 
--- main is the one entry point: a batch, or one call.
+-- main is the one entry point: a batch, or one call; a node call is a
+-- batch with its keys among its arguments.
 local function main(keys, args)
   BATCH_RECS = nil
+  if args[ARG_OP] == OP_NODE then
+    local r, n = tonumber(args[NODE_HEAD]), 0
+    local runs = {unpack(args, NODE_HEAD + 1, NODE_HEAD + r)}
+    for i = 1, r do n = n + tonumber(runs[i]) end
+    keys = {unpack(args, NODE_HEAD + r + 1, NODE_HEAD + r + n)}
+    return batchop(keys, {unpack(args, NODE_HEAD + r + n + 1)}, runs)
+  end
   if args[ARG_OP] == OP_BATCH then return batchop(keys, args) end
   return one(keys, args)
 end
