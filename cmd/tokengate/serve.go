@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -191,28 +190,13 @@ func loadPolicy(ctx context.Context, s settings, clk clock.Clock, m *metrics.Met
 	return policySource{current: w.Current, file: w}, nil
 }
 
-// errReserveRedis refuses a reserve rule on the Redis store, which does
-// not hold reservations yet (it refuses their items, pkg/store/redis).
-var errReserveRedis = errors.New("reserve: reservations need --store memory for now (the Redis store does not hold them yet)")
-
 // newCompiler is a Compiler for the policies of the process: rules that
 // name no on_store_error answer --on-store-error, the reference's files
-// charge as --reference-charge says; with --store redis, a policy with a
-// reserve rule is refused as an invalid one is, so that tokengate does not
-// start with it and a reload to it keeps the last good policy.
+// charge as --reference-charge says.
 func newCompiler(s settings) *policy.Compiler {
 	mode, _ := s.storeErrorMode()                     // checked with the settings
 	prepaid, _ := referencePrepaid(s.ReferenceCharge) // checked with the settings
-	c := &policy.Compiler{OnStoreError: &mode, ReferencePrepaid: prepaid}
-	if s.Store == "redis" {
-		c.Unsupported = func(r *policy.Rule) error {
-			if r.Reserves() {
-				return errReserveRedis
-			}
-			return nil
-		}
-	}
-	return c
+	return &policy.Compiler{OnStoreError: &mode, ReferencePrepaid: prepaid}
 }
 
 // reloaded counts a policy load, and a failure's reason, and exports the

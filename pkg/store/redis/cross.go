@@ -47,6 +47,7 @@ type groupReply struct {
 
 func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, now string, raw [][16]byte, groups [][]int) (store.Outcome, error) {
 	calls := make([]call, len(groups))
+	hold := holdName(req)
 	for g, idx := range groups {
 		keys := make([]string, len(idx), len(idx)+1)
 		for k, i := range idx {
@@ -57,7 +58,7 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 			idMode, fp = idLast, fingerprint(req.Items)
 			keys = append(keys, s.idKey(raw[0], req.ID, fp))
 		}
-		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), opReserve, now, idMode, len(idx), fp)
+		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), opReserve, now, idMode, len(idx), fp, hold)
 		for _, i := range idx {
 			args = s.item(args, &req.Items[i], req.Now)
 		}
@@ -124,7 +125,7 @@ func (s *Store) parseGroup(c call, n int) groupReply {
 // settleArgs are the arguments of a settle call at the instant now:
 // entries (settleArgs each) and, with idLast, the request id's record.
 func (s *Store) settleArgs(now, idMode string, entries []string, rec string) []string {
-	args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, now, idMode, len(entries)/settleArgs, "")
+	args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, now, idMode, len(entries)/settleArgs, "", "")
 	args = append(args, entries...)
 	if idMode == idLast {
 		args = append(args, rec)

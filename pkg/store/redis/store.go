@@ -106,13 +106,13 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	if err := store.Validate(req, results); err != nil {
 		return store.Outcome{}, err
 	}
-	if err := refuseReserve(req); err != nil {
-		return store.Outcome{}, err
-	}
 	if len(req.Items) == 0 {
 		return store.Outcome{Allowed: true}, nil
 	}
 	tags := requestTags(req)
+	if err := s.refuseCrossHold(req, tags); err != nil {
+		return store.Outcome{}, err
+	}
 	if s.deny != nil && s.deny.answer(req, tags, results) {
 		s.metrics.denyHits.Inc()
 		return store.Outcome{}, nil
@@ -133,6 +133,27 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	out, err := s.decide(cctx, req, results, tags)
 	s.breaker.Report(t, s.judge(ctx, err, len(req.Items)), err)
 	return out, err
+}
+
+// refuseCrossHold refuses a request that reserves (store.Item.Reserve)
+// and whose buckets span Cluster hash slots: its reserve and settle
+// (cross.go) could roll a slot back after the slot recorded the
+// reservation, which would then be settled or returned for tokens never
+// kept. Its reports settle (a report is never undone), so only checks
+// that reserve are refused.
+func (s *Store) refuseCrossHold(req *store.Request, tags [][16]byte) error {
+	if !s.cluster {
+		return nil
+	}
+	for i := range req.Items {
+		if req.Items[i].Reserve > 0 {
+			if len(bySlot(hexTags(tags))) > 1 {
+				return fmt.Errorf("%w: item %d reserves, and the request's buckets span Redis Cluster hash slots (reservations need one slot)", store.ErrInvalid, i)
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // requestTags are the hash tags of a request's buckets.
@@ -223,7 +244,7 @@ func (s *Store) decideArgs(req *store.Request, raw [][16]byte, now string) (keys
 		idMode, fp = idLast, fingerprint(req.Items)
 		keys = append(keys, s.idKey(raw[0], req.ID, fp))
 	}
-	args = s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, now, idMode, len(req.Items), fp)
+	args = s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, now, idMode, len(req.Items), fp, holdName(req))
 	for i := range req.Items {
 		args = s.item(args, &req.Items[i], req.Now)
 	}
@@ -300,15 +321,4 @@ func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []s
 			return s.decide(ctx, req, results, raw)
 		}
 	}
-}
-
-// refuseReserve refuses reservations (store.Item.Reserve) until the Lua
-// holds them; serve refuses reserve rules first.
-func refuseReserve(req *store.Request) error {
-	for i := range req.Items {
-		if req.Items[i].Reserve != 0 {
-			return fmt.Errorf("%w: item %d: the Redis store does not hold reservations (reserve) yet", store.ErrInvalid, i)
-		}
-	}
-	return nil
 }
