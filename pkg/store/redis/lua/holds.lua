@@ -82,7 +82,8 @@ do
 
   -- add records this request's reservation of n tokens (decimal) on w's
   -- bucket, for ttl ns (decimal) from now, and marks the bucket; tol is
-  -- the tolerance in ms.
+  -- the tolerance in ms. The bucket is then written (put), which makes
+  -- the hash live w.holdms.
   function HOLDS.add(w, n, ttl, tol)
     local h, l = split(ttl)
     h, l = NH + h, NL + l
@@ -90,6 +91,6 @@ do
     local e = hldec(h, l)
     redis.call('HSET', hkey(w), ARGV[ARG_HOLD], n .. FIELD_SEP .. e)
     if not w.hold or deccmp(e, w.hold) < 0 then w.hold = e end
-    if EXPIRE then HOLDS.live(w, floor(tonumber(ttl) / 1e6) + 1 + 2 * tol) end
+    w.holdms = floor(tonumber(ttl) / 1e6) + 1 + 2 * tol
   end
 end

@@ -85,14 +85,15 @@ end
 -- the identity and activation of the version it is decided under, the
 -- instant its key surely lives to, whether it is new or changed by
 -- loading or a report (dirty), its last item's result (last), its
--- reservations' mark (hold: holds.lua) and the ARGV index before the
--- item that reserves it now (reserve), if any. Every
+-- reservations' mark (hold: holds.lua), the ARGV index before the item
+-- that reserves it now (reserve), if any, and how long (ms) the hash must
+-- live for it (holdms). Every
 -- field is set here, at once: a Lua table that grows field by field is
 -- rehashed at every power of two.
 local function work(E, p, s, id, vh, vl, exp, new, dirty)
   return {E = E, p = p, s = s, cur = s, id = id, vh = vh, vl = vl, exp = exp, new = new, dirty = dirty,
     key = false, idx = 0, b = 0, charged = false, reseta = false, resetr = false, last = false,
-    hold = false, reserve = false}
+    hold = false, reserve = false, holdms = false}
 end
 
 -- newbucket is a bucket not stored yet: full, its cursor at now or, if
@@ -216,7 +217,8 @@ local function put(w, st, ttl, dirty)
     return
   end
   local px = renewpx(E.ms(ttl), tonumber(ARGV[ARG_TOLERANCE]), w.exp)
-  if w.hold then HOLDS.live(w, px or w.exp - nowms()) end
+  -- The hash lives as long as the record, and a new reservation's life.
+  if w.hold and (px or w.holdms) then HOLDS.live(w, math.max(px or w.exp - nowms(), w.holdms or 0)) end
   if not px then
     redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, w.exp, id), 'KEEPTTL')
     return
