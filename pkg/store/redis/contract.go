@@ -123,6 +123,7 @@ const (
 	settleUnits = iota + 1 // units to add back
 	settlePer              // the period the units are counted in
 	settleNew              // "1": the bucket was new at the reserve
+	settleHold             // a rollback's: the tokens of the request's reservation it removes, or ""
 	settleArgs  = iota
 )
 

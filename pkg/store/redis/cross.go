@@ -36,7 +36,17 @@ import (
 // reserve and its rollback may be forgiven more than it would have been
 // had the reservation never been made (the bucket was lower then): an
 // under-charge again, never an oversell. With a request id, the first slot's call claims the
-// id ("pending") and the settle writes the answer.
+// id ("pending") and the settle writes the answer; it goes first, alone,
+// and the other slots' calls only once it claimed the id, so that a
+// repeat (a replay, or one still being decided) charges no report of
+// theirs again.
+//
+// A check that reserves (store.Item.Reserve) records its reservation in
+// its slot's reserve; a rollback removes it with the charge it undoes, and
+// should the reservation be gone by then (returned at its expiry, or
+// settled by its report, between the two calls) adds its tokens back no
+// more (a refund being deferred, a bucket whose net effect is one keeps
+// its reservation, removed by an undo entry of 0).
 
 type groupReply struct {
 	reply
@@ -64,9 +74,9 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 		}
 		calls[g] = call{keys: keys, args: args}
 	}
-	s.callMulti(ctx, calls)
+	calls = s.sendReserves(ctx, req.ID != "", calls, len(groups[0]))
 
-	replies := make([]groupReply, len(groups))
+	replies := make([]groupReply, len(calls))
 	var errs error
 	for g := range calls {
 		replies[g] = s.parseGroup(calls[g], len(groups[g]))
@@ -74,7 +84,7 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 	}
 	first := replies[0]
 	if errs != nil || first.kind != kindDecided {
-		s.settle(ctx, now, calls, replies, false, first.err == nil && first.claimed, "")
+		s.settle(ctx, now, hold, calls, replies, false, first.err == nil && first.claimed, "")
 		switch {
 		case errs != nil:
 			return store.Outcome{}, fmt.Errorf("redis: reserve in %d slots: %w", len(groups), errs)
@@ -106,8 +116,27 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 	if first.claimed {
 		rec = string(appendRecord(nil, allowed, results[:len(req.Items)]))
 	}
-	s.settle(ctx, now, calls, replies, allowed, first.claimed, rec)
+	s.settle(ctx, now, hold, calls, replies, allowed, first.claimed, rec)
 	return store.Outcome{Allowed: allowed}, nil
+}
+
+// sendReserves sends the reserve calls, all at once, and returns those
+// sent. With a request id (withID) the first slot's call goes first, alone:
+// it claims the id, or finds it answered (a replay) or being decided, and
+// only a claim sends the others, so that a repeat charges no report of
+// another slot again (a report is never rolled back). n is the first
+// call's items.
+func (s *Store) sendReserves(ctx context.Context, withID bool, calls []call, n int) []call {
+	if !withID {
+		s.callMulti(ctx, calls)
+		return calls
+	}
+	s.callMulti(ctx, calls[:1])
+	if r := s.parseGroup(calls[0], n); r.err != nil || r.kind != kindDecided {
+		return calls[:1]
+	}
+	s.callMulti(ctx, calls[1:])
+	return calls
 }
 
 func (s *Store) parseGroup(c call, n int) groupReply {
@@ -123,9 +152,10 @@ func (s *Store) parseGroup(c call, n int) groupReply {
 }
 
 // settleArgs are the arguments of a settle call at the instant now:
-// entries (settleArgs each) and, with idLast, the request id's record.
-func (s *Store) settleArgs(now, idMode string, entries []string, rec string) []string {
-	args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, now, idMode, len(entries)/settleArgs, "", "")
+// entries (settleArgs each) and, with idLast, the request id's record;
+// hold names the request's reservations (holdName).
+func (s *Store) settleArgs(now, idMode, hold string, entries []string, rec string) []string {
+	args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, now, idMode, len(entries)/settleArgs, "", hold)
 	args = append(args, entries...)
 	if idMode == idLast {
 		args = append(args, rec)
@@ -135,8 +165,10 @@ func (s *Store) settleArgs(now, idMode string, entries []string, rec string) []s
 
 // settle sends, to every slot that needs it, the commits (allowed) or the
 // rollbacks (not allowed) of its reserve; to the first slot also the
-// request id's answer (rec) or, without one, the release of its claim.
-func (s *Store) settle(ctx context.Context, now string, calls []call, replies []groupReply, allowed, claimed bool, rec string) {
+// request id's answer (rec) or, without one, the release of its claim. A
+// rollback removes the reservations the reserve recorded (hold names
+// them).
+func (s *Store) settle(ctx context.Context, now, hold string, calls []call, replies []groupReply, allowed, claimed bool, rec string) {
 	var settles []call
 	var kinds []string
 	for g := range replies {
@@ -151,7 +183,7 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 				isNew = "1" // settleNew
 			}
 			keys = append(keys, calls[g].keys[e.index])
-			entries = append(entries, e.units, e.per, isNew)
+			entries = append(entries, e.units, e.per, isNew, e.hold)
 		}
 		idMode := idNone
 		if g == 0 && claimed {
@@ -164,7 +196,7 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 		if len(entries) == 0 && idMode == idNone {
 			continue
 		}
-		settles = append(settles, call{keys: keys, args: s.settleArgs(now, idMode, entries, rec)})
+		settles = append(settles, call{keys: keys, args: s.settleArgs(now, idMode, hold, entries, rec)})
 		kind := "rollback"
 		if allowed {
 			kind = "commit"

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,37 +165,65 @@ func merge(a, b map[string]int64) map[string]bool {
 	return m
 }
 
-// TestReserveCluster: on Redis Cluster a request that reserves in one
-// hash slot holds and settles as on a single node; one whose buckets span
-// slots is refused with ErrInvalid, changing nothing.
+// TestReserveCluster: on Redis Cluster reservations hold and settle as
+// on a single node, in one slot and across slots: a request whose buckets
+// span slots and is rolled back (another slot refused it) holds nothing,
+// so its report is a plain one; and a repeat of a request id spanning
+// slots charges none of its reports again (its slots are sent only once
+// the first one claimed the id).
 func TestReserveCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	c := newClient(t, cl.Addrs()...)
 	s := newStore(t, c, Options{RequestTime: true, DenyCacheBytes: new(0)})
 	v := storetest.PostPaidVersion(t, 1, 100, "1/h", 100)
-	hold := store.Item{Key: "u", Version: v, Charge: store.Check, Reserve: 40, ReserveTTL: int64(time.Minute)}
-	if out, res := decideID(t, s, "a", hold); !out.Allowed || res[0].Remaining != 60 {
+	other := func(k string) string {
+		o := k + "x"
+		for i := 0; slotOf(hexTags([][16]byte{tagBytes(o)})[0]) == slotOf(hexTags([][16]byte{tagBytes(k)})[0]); i++ {
+			o = k + strconv.Itoa(i)
+		}
+		return o
+	}
+	left := func(k string) int64 {
+		_, res := decide(t, s, 0, store.Item{Key: k, Version: v})
+		return res[0].Remaining
+	}
+	hold := func(k string, n int64) store.Item {
+		return store.Item{Key: k, Version: v, Charge: store.Check, Reserve: n, ReserveTTL: int64(time.Minute)}
+	}
+	report := func(k string, cost int64) store.Item {
+		return store.Item{Key: k, Version: v, Cost: cost, Charge: store.Report}
+	}
+
+	if out, res := decideID(t, s, "a", hold("u", 40)); !out.Allowed || res[0].Remaining != 60 {
 		t.Fatalf("reserving 40: %+v %+v", out, res[0])
 	}
-	if _, res := decideID(t, s, "a", store.Item{Key: "u", Version: v, Cost: 10, Charge: store.Report}); res[0].Remaining != 90 {
+	if _, res := decideID(t, s, "a", report("u", 10)); res[0].Remaining != 90 {
 		t.Fatalf("settling 10 of 40: %+v, want 30 back", res[0])
 	}
-	other := "w"
-	for i := 0; slotOf(hexTags([][16]byte{tagBytes(other)})[0]) == slotOf(hexTags([][16]byte{tagBytes("u")})[0]); i++ {
-		other = "w" + strconv.Itoa(i)
+
+	w := other("u")
+	if out, _ := decideID(t, s, "b", hold("u", 30), hold(w, 20)); !out.Allowed || left("u") != 60 || left(w) != 80 {
+		t.Fatalf("reserving across slots: %+v, %d and %d left, want 60 and 80", out, left("u"), left(w))
 	}
-	items := []store.Item{hold, {Key: other, Version: v, Cost: 5}}
-	_, err := s.Decide(context.Background(), &store.Request{ID: "b", Items: items}, make([]store.Result, 2))
-	if !errors.Is(err, store.ErrInvalid) {
-		t.Fatalf("a reservation spanning slots: %v, want ErrInvalid", err)
+	if _, res := decideID(t, s, "b", report("u", 5), report(w, 25)); res[0].Remaining != 85 || res[1].Remaining != 75 {
+		t.Fatalf("settling across slots: %+v, want 85 and 75", res)
 	}
-	for _, k := range []string{"u", other} {
-		want := int64(90)
-		if k == other {
-			want = 100
+	// Rolled back: w's slot refuses (a cost above its balance).
+	if out, _ := decideID(t, s, "c", hold("u", 30), store.Item{Key: w, Version: v, Cost: 90}); out.Allowed || left("u") != 85 || left(w) != 75 {
+		t.Fatalf("a refused request across slots: %+v, %d and %d left, want 85 and 75", out, left("u"), left(w))
+	}
+	if _, res := decideID(t, s, "c", report("u", 5)); res[0].Remaining != 80 {
+		t.Fatalf("the report of a rolled-back reservation: %+v, want a plain report", res[0])
+	}
+
+	x := other("y")
+	items := []store.Item{report("y", 3), report(x, 4)}
+	for i := range 2 {
+		if out, _ := decideID(t, s, "d", items...); out.Replayed != (i > 0) {
+			t.Fatalf("decision %d of one id: %+v", i, out)
 		}
-		if _, res := decide(t, s, 0, store.Item{Key: k, Version: v}); res[0].Remaining != want {
-			t.Fatalf("%s after a refused request: %d, want %d", k, res[0].Remaining, want)
-		}
+	}
+	if left("y") != 97 || left(x) != 96 {
+		t.Fatalf("a replayed request across slots: %d and %d left, want 97 and 96 (its reports charged once)", left("y"), left(x))
 	}
 }

@@ -110,9 +110,6 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 		return store.Outcome{Allowed: true}, nil
 	}
 	tags := requestTags(req)
-	if err := s.refuseCrossHold(req, tags); err != nil {
-		return store.Outcome{}, err
-	}
 	if s.deny != nil && s.deny.answer(req, tags, results) {
 		s.metrics.denyHits.Inc()
 		return store.Outcome{}, nil
@@ -133,27 +130,6 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	out, err := s.decide(cctx, req, results, tags)
 	s.breaker.Report(t, s.judge(ctx, err, len(req.Items)), err)
 	return out, err
-}
-
-// refuseCrossHold refuses a request that reserves (store.Item.Reserve)
-// and whose buckets span Cluster hash slots: its reserve and settle
-// (cross.go) could roll a slot back after the slot recorded the
-// reservation, which would then be settled or returned for tokens never
-// kept. Its reports settle (a report is never undone), so only checks
-// that reserve are refused.
-func (s *Store) refuseCrossHold(req *store.Request, tags [][16]byte) error {
-	if !s.cluster {
-		return nil
-	}
-	for i := range req.Items {
-		if req.Items[i].Reserve > 0 {
-			if len(bySlot(hexTags(tags))) > 1 {
-				return fmt.Errorf("%w: item %d reserves, and the request's buckets span Redis Cluster hash slots (reservations need one slot)", store.ErrInvalid, i)
-			}
-			return nil
-		}
-	}
-	return nil
 }
 
 // requestTags are the hash tags of a request's buckets.

@@ -94,11 +94,9 @@ func TestConformanceCluster(t *testing.T) {
 	if c.Mode() != rueidis.ClientModeCluster {
 		t.Fatalf("client mode %s, want cluster", c.Mode())
 	}
-	// A request that reserves and spans hash slots is refused (see
-	// refuseCrossHold); the suite's reservations span slots.
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStore(t, c, Options{RequestTime: true, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
-	}, storetest.Options{Lacks: storetest.Reserve})
+	})
 }
 
 // TestCollector: the store's metrics are one collector, registered whole

@@ -80,17 +80,38 @@ do
     return '-' .. BN.str(BN.sub(m, c.m))
   end
 
-  -- add records this request's reservation of n tokens (decimal) on w's
-  -- bucket, for ttl ns (decimal) from now, and marks the bucket; tol is
-  -- the tolerance in ms. The bucket is then written (put), which makes
-  -- the hash live w.holdms.
-  function HOLDS.add(w, n, ttl, tol)
+  -- add records the reservation that the item at ARGV index w.reserve
+  -- took (its tokens, its lifetime from now: itemMode) and marks the
+  -- bucket; it returns the tokens (decimal). The bucket is then written
+  -- (put), which makes the hash live w.holdms.
+  function HOLDS.add(w)
+    local b = w.reserve
+    local n, ttl = ARGV[b + ITEM_COST], string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 2)
     local h, l = split(ttl)
     h, l = NH + h, NL + l
     if l >= 1e9 then h, l = h + 1, l - 1e9 end
     local e = hldec(h, l)
     redis.call('HSET', hkey(w), ARGV[ARG_HOLD], n .. FIELD_SEP .. e)
     if not w.hold or deccmp(e, w.hold) < 0 then w.hold = e end
-    w.holdms = floor(tonumber(ttl) / 1e6) + 1 + 2 * tol
+    w.holdms = floor(tonumber(ttl) / 1e6) + 1 + 2 * tonumber(ARGV[ARG_TOLERANCE])
+    return n
+  end
+
+  -- unhold is a rollback's (settleop) units u (bignum, in 1/p.p of a
+  -- token) to add back to bucket key's balance, in units s, less the
+  -- request's reservation of n tokens (decimal): removed; or, when it is
+  -- gone already (returned at its expiry, or settled by its report), the
+  -- n tokens it took are back or paid for, so n fewer are added (a
+  -- charge, down to the debt bound, when that is below zero). It returns
+  -- the new balance in units, and whether the bucket holds reservations
+  -- still.
+  function HOLDS.unhold(key, p, s, u, n)
+    local k = key .. HOLDS_SUFFIX
+    local t = BN.add(s, u)
+    if redis.call('HDEL', k, ARGV[ARG_HOLD]) == 0 then
+      local nu = BN.mul(BN.num(n), p.p)
+      if BN.cmp(t, nu) < 0 then t = {} else t = BN.sub(t, nu) end
+    end
+    return t, redis.call('EXISTS', k) == 1
   end
 end

@@ -373,8 +373,10 @@ do
   end
   -- settlement writes a reserve's buckets: charged states when allowed, yet
   -- a bucket whose net effect is a refund keeps its uncharged balance until
-  -- the settle (never a balance above what either outcome leaves). It
-  -- returns the settle entries: "index,dir,units,per,new".
+  -- the settle (never a balance above what either outcome leaves). A
+  -- reservation is recorded then, and removed by a rollback. It returns
+  -- the settle entries: "index,dir,units,per,new,hold" (hold: a rollback's
+  -- reservation's tokens, or empty).
   local function settlement(allowed, order)
     local settle = {}
     for k = 1, #order do
@@ -382,14 +384,16 @@ do
       local st, ttl, dirty = w.s, nil, w.dirty
       if allowed then
         local ur, ua = units(w.p, w.s), units(w.p, w.cur)
-        local c, isnew = BN.cmp(ua, ur), (w.new and '1' or '0')
+        local c, isnew, per, held = BN.cmp(ua, ur), (w.new and '1' or '0'), BN.str(w.p.p), ''
+        if w.reserve then held, dirty = HOLDS.add(w), true end
         if c > 0 then
-          settle[#settle + 1] = table.concat({w.idx, 'c', BN.str(BN.sub(ua, ur)), BN.str(w.p.p), isnew}, FIELD_SEP)
+          settle[#settle + 1] = table.concat({w.idx, 'c', BN.str(BN.sub(ua, ur)), per, isnew, ''}, FIELD_SEP)
+          if w.reserve then settle[#settle + 1] = table.concat({w.idx, 'u', '0', per, isnew, held}, FIELD_SEP) end
         else
           st, ttl = w.cur, w.reseta
-          if c < 0 then
+          if c < 0 or w.reserve then
             dirty = true
-            settle[#settle + 1] = table.concat({w.idx, 'u', BN.str(BN.sub(ur, ua)), BN.str(w.p.p), isnew}, FIELD_SEP)
+            settle[#settle + 1] = table.concat({w.idx, 'u', BN.str(BN.sub(ur, ua)), per, isnew, held}, FIELD_SEP)
           end
         end
       end
@@ -415,10 +419,7 @@ do
       reply[REPLY_SETTLE] = ''
       for k = 1, #order do
         local w = order[k]
-        if allowed and w.reserve then
-          local b = w.reserve
-          HOLDS.add(w, ARGV[b + ITEM_COST], string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 2), tonumber(ARGV[ARG_TOLERANCE]))
-        end
+        if allowed and w.reserve then HOLDS.add(w) end
       end
       for k = 1, #order do
         local w = order[k]
@@ -448,8 +449,15 @@ local function settleop()
       local s = refill(p, bigstate(p, t, fh, fl, ah, al), nowbig())
       local u, uper = BN.num(ARGV[b + SETTLE_UNITS]), BN.num(ARGV[b + SETTLE_PER])
       if BN.cmp(uper, p.p) ~= 0 then u = BN.divmod(BN.mul(u, p.p), uper) end
-      s = fromunits(p, BN.add(units(p, s), u), s.a)
-      if ARGV[b + SETTLE_NEW] == '1' and not EXPIRE and BN.cmp(s.t, p.c) >= 0 then
+      local n = ARGV[b + SETTLE_HOLD]
+      if n == '' then
+        s = fromunits(p, BN.add(units(p, s), u), s.a)
+      else
+        local t, more = HOLDS.unhold(w.key, p, units(p, s), u, n)
+        s = fromunits(p, t, s.a)
+        if not more then w.hold = false end
+      end
+      if ARGV[b + SETTLE_NEW] == '1' and not EXPIRE and BN.cmp(s.t, p.c) >= 0 and not w.hold then
         redis.call('DEL', w.key)
         raise(BN.str(s.a))
       else
