@@ -2,14 +2,15 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/redis/rueidis"
 
+	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/redistest"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -28,9 +29,10 @@ func decideID(t testing.TB, s *Store, id string, items ...store.Item) (store.Out
 	return out, res
 }
 
-func pttl(t testing.TB, c rueidis.Client, key string) int64 {
+// pttl is key's PTTL, through s's client.
+func pttl(t testing.TB, s *Store, key string) int64 {
 	t.Helper()
-	ms, err := c.Do(context.Background(), c.B().Pttl().Key(key).Build()).AsInt64()
+	ms, err := s.client.Do(context.Background(), s.client.B().Pttl().Key(key).Build()).AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +65,8 @@ func TestReserveRecords(t *testing.T) {
 	if n, err := c.Do(context.Background(), c.B().Hlen().Key(hkey).Build()).AsInt64(); err != nil || n != 1 {
 		t.Fatalf("holds hash: %d fields (%v), want 1", n, err)
 	}
-	if ms := pttl(t, c, hkey); ms < (10*time.Second+2*tol).Milliseconds()-200 || ms < pttl(t, c, key)-200 {
-		t.Fatalf("holds hash PTTL %dms, record %dms: want the reservation's life and the record's", ms, pttl(t, c, key))
+	if ms := pttl(t, s, hkey); ms < (10*time.Second+2*tol).Milliseconds()-200 || ms < pttl(t, s, key)-200 {
+		t.Fatalf("holds hash PTTL %dms, record %dms: want the reservation's life and the record's", ms, pttl(t, s, key))
 	}
 	if rec := readRecord(t, c, key); !strings.Contains(rec.ident, holdSep) {
 		t.Fatalf("record %q of a bucket with a reservation is not marked", rec.ident)
@@ -225,5 +227,43 @@ func TestReserveCluster(t *testing.T) {
 	}
 	if left("y") != 97 || left(x) != 96 {
 		t.Fatalf("a replayed request across slots: %d and %d left, want 97 and 96 (its reports charged once)", left("y"), left(x))
+	}
+}
+
+// TestAmbiguousReserve: a check that reserves, out at its deadline and
+// resolved as refused, has its reservation given back and removed: the
+// balance is whole again and the id's report is a plain one.
+func TestAmbiguousReserve(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv.Addr()), Options{})
+	v := storetest.PostPaidVersion(t, 1, 100, "1/h", 100)
+	balance := func() int64 {
+		_, res := decide(t, s, 0, store.Item{Key: "u", Version: v})
+		return res[0].Remaining
+	}
+	balance() // the clock anchored, the library loaded
+	const pause = 120 * time.Millisecond
+	paused := time.Now()
+	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", strconv.FormatInt(pause.Milliseconds(), 10), "ALL"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+	defer cancel()
+	items := []store.Item{{Key: "u", Version: v, Charge: store.Check, Reserve: 30, ReserveTTL: int64(time.Minute)}}
+	_, err := s.Decide(ctx, &store.Request{Now: s.opts.Clock.Now(), ID: "a", Items: items}, make([]store.Result, 1))
+	var amb store.Ambiguous
+	if !errors.As(err, &amb) {
+		t.Fatalf("a reserving check out at its deadline: %v, want an ambiguous error", err)
+	}
+	amb.Resolve(false)
+	poll.Eventually(t, 5*time.Second, func() bool {
+		return testutil.ToFloat64(s.metrics.ambiguous.WithLabelValues("refunded")) == 1
+	}, "the reservation refunded")
+	time.Sleep(time.Until(paused.Add(pause + 50*time.Millisecond)))
+	if b := balance(); b != 100 {
+		t.Fatalf("after the refund: %d, want 100", b)
+	}
+	if _, res := decideID(t, s, "a", store.Item{Key: "u", Version: v, Cost: 10, Charge: store.Report}); res[0].Remaining != 90 {
+		t.Fatalf("the report of a refunded reservation: %+v, want a plain report", res[0])
 	}
 }
