@@ -226,123 +226,125 @@ local function put(w, st, ttl, dirty)
   redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, nowms() + px, id), 'PX', string.format('%d', px))
 end
 
-local function resetr(w)
-  if not w.resetr then w.resetr = w.E.untilfull(w.p, w.s) end
-  return w.resetr
-end
-
-
--- run decides the request's items (recs are their records as stored):
--- each bucket's expired reservations returned as it is loaded, its
--- reports first, in order, each on its bucket's loaded state (what the
--- rest is decided on, and what is written whatever they say) and settling
--- the request's reservation, then every other item in order on its
--- bucket's running state (a check that reserves takes its tokens, unless
--- the request holds the bucket already). It answers whether all those
--- were allowed, the buckets in order of first use, each item's result.
-local function run(big, recs)
-  local works, order, res, allowed = {}, {}, {}, true
-  for i = 1, NITEMS do
-    local key, b = KEYS[i], HEADER_ARGS + (i - 1) * ITEM_ARGS
-    local w = works[key]
-    if not w then
-      w = load(b, recs[i], big)
-      w.key, w.idx, w.b = key, i, b
-      if recs[i] then
-        w.hold = HOLDS.mark(recs[i])
-        HOLDS.due(w)
-      end
-      works[key] = w
-      order[#order + 1] = w
-    end
-    -- The charge follows the on_resize in ITEM_MODE (contract.go).
-    if string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1) == CHARGE_REPORT then
-      local cost = ARGV[b + ITEM_COST]
-      if w.hold then cost = HOLDS.settle(w, cost) end
-      local st, ok, rem, retry, forgiven = w.E.report(w.p, w.s, w.E.cost(cost), cost)
-      w.s, w.cur = st, st
-      if cost ~= '0' then w.dirty = true end
-      res[i] = {w = w, ok = ok, never = false, rem = rem, retry = retry, after = st, forgiven = forgiven}
-      w.last = res[i]
-    end
-  end
-  for i = 1, NITEMS do
-    if not res[i] then
-      local b = HEADER_ARGS + (i - 1) * ITEM_ARGS
-      local w, cost = works[KEYS[i]], ARGV[b + ITEM_COST]
-      local cur, ok, never, rem, retry
-      local charge = string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1, RESIZE_BYTES + 1)
-      if charge == CHARGE_CHECK then
-        cur, ok, rem, retry = w.E.check(w.p, w.cur)
-        never = false
-      elseif charge == CHARGE_RESERVE and (w.reserve or w.hold and HOLDS.find(w)) then
-        -- Held already (by this request or an earlier one of its id).
-        cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost('0'))
-      else
-        cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost(cost))
-        if ok and cost ~= '0' then w.charged = true end
-        if ok and charge == CHARGE_RESERVE then w.reserve = b end
-      end
-      w.cur = cur
-      res[i] = {w = w, ok = ok, never = never, rem = rem, retry = retry, after = cur}
-      w.last = res[i]
-      allowed = allowed and ok
-    end
-  end
-  return allowed, order, res
-end
-
--- answer fills item i's reply fields. A rejected decide answers each
--- bucket's uncharged balance and, for a plain-number bucket, a snapshot
--- of it; a reserve answers both outcomes (the charged one first). A
--- report answers its own, whatever the request's, and its forgiven.
-local function answer(reply, i, r, allowed, reserve)
-  local w, E = r.w, r.w.E
-  local b = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
-  local flags = 0
-  if r.ok then flags = FLAG_ALLOWED end
-  if r.never then flags = flags + FLAG_NEVER end
-  local rem, reset, x1, x2 = r.rem, nil, 0, 0
-  if allowed or reserve or r.forgiven then
-    reset = E.untilfull(w.p, r.after)
-    if w.last == r then w.reseta = reset end -- the bucket's, once decided
-  end
-  local remr = rem
-  if not r.never then remr = w.s.t end
-  if r.forgiven then
-    flags, x1 = flags + FLAG_REPORT, r.forgiven
-  elseif reserve then
-    x1, x2 = E.tokens(w.p, remr), E.out(resetr(w))
-  elseif not allowed then
-    rem, reset = remr, resetr(w)
-    -- A new bucket's cursor depends on FLOOR (without expiry), which
-    -- moves: no snapshot of it then.
-    -- A bucket with reservations gets none: one may come back before
-    -- anything else refills it.
-    if E == FAST and (EXPIRE or not w.new) and not w.hold then flags, x1, x2 = flags + FLAG_SNAPSHOT, w.s.f, w.s.a end
-  end
-  reply[b + REPLY_FLAGS], reply[b + REPLY_REMAINING], reply[b + REPLY_RETRY] = flags, E.tokens(w.p, rem), E.out(r.retry)
-  reply[b + REPLY_RESET], reply[b + REPLY_EXTRA1], reply[b + REPLY_EXTRA2] = E.out(reset), x1, x2
-end
-
 -- A batch's records are read by one MGET for all its calls (batchop):
 -- BATCH_RECS, with this call's first at BATCH_BASE + 1, unless an earlier
 -- call of the batch touched one of its keys (not BATCH_FRESH): then it
--- reads its own.
+-- reads its own (records).
 local BATCH_RECS, BATCH_BASE, BATCH_FRESH
-local function records()
-  if BATCH_RECS and BATCH_FRESH then
-    local recs = {}
-    for i = 1, NITEMS do recs[i] = BATCH_RECS[BATCH_BASE + i] end
-    return recs
-  end
-  return redis.call('MGET', unpack(KEYS, 1, NITEMS))
-end
 
--- decideop and the request id and reserve steps it alone takes; their
--- helpers are local to the block (the chunk's locals: TestLuaLocals).
+-- decideop and the steps it alone takes (run, answer, records, the
+-- request id's, a reserve's, resetr); they are local to the block (the chunk's
+-- locals: TestLuaLocals).
 local decideop
 do
+  local function resetr(w)
+    if not w.resetr then w.resetr = w.E.untilfull(w.p, w.s) end
+    return w.resetr
+  end
+
+  -- run decides the request's items (recs are their records as stored):
+  -- each bucket's expired reservations returned as it is loaded, its
+  -- reports first, in order, each on its bucket's loaded state (what the
+  -- rest is decided on, and what is written whatever they say) and settling
+  -- the request's reservation, then every other item in order on its
+  -- bucket's running state (a check that reserves takes its tokens, unless
+  -- the request holds the bucket already). It answers whether all those
+  -- were allowed, the buckets in order of first use, each item's result.
+  local function run(big, recs)
+    local works, order, res, allowed = {}, {}, {}, true
+    for i = 1, NITEMS do
+      local key, b = KEYS[i], HEADER_ARGS + (i - 1) * ITEM_ARGS
+      local w = works[key]
+      if not w then
+        w = load(b, recs[i], big)
+        w.key, w.idx, w.b = key, i, b
+        if recs[i] then
+          w.hold = HOLDS.mark(recs[i])
+          HOLDS.due(w)
+        end
+        works[key] = w
+        order[#order + 1] = w
+      end
+      -- The charge follows the on_resize in ITEM_MODE (contract.go).
+      if string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1) == CHARGE_REPORT then
+        local cost = ARGV[b + ITEM_COST]
+        if w.hold then cost = HOLDS.settle(w, cost) end
+        local st, ok, rem, retry, forgiven = w.E.report(w.p, w.s, w.E.cost(cost), cost)
+        w.s, w.cur = st, st
+        if cost ~= '0' then w.dirty = true end
+        res[i] = {w = w, ok = ok, never = false, rem = rem, retry = retry, after = st, forgiven = forgiven}
+        w.last = res[i]
+      end
+    end
+    for i = 1, NITEMS do
+      if not res[i] then
+        local b = HEADER_ARGS + (i - 1) * ITEM_ARGS
+        local w, cost = works[KEYS[i]], ARGV[b + ITEM_COST]
+        local cur, ok, never, rem, retry
+        local charge = string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1, RESIZE_BYTES + 1)
+        if charge == CHARGE_CHECK then
+          cur, ok, rem, retry = w.E.check(w.p, w.cur)
+          never = false
+        elseif charge == CHARGE_RESERVE and (w.reserve or w.hold and HOLDS.find(w)) then
+          -- Held already (by this request or an earlier one of its id).
+          cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost('0'))
+        else
+          cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost(cost))
+          if ok and cost ~= '0' then w.charged = true end
+          if ok and charge == CHARGE_RESERVE then w.reserve = b end
+        end
+        w.cur = cur
+        res[i] = {w = w, ok = ok, never = never, rem = rem, retry = retry, after = cur}
+        w.last = res[i]
+        allowed = allowed and ok
+      end
+    end
+    return allowed, order, res
+  end
+
+  -- answer fills item i's reply fields. A rejected decide answers each
+  -- bucket's uncharged balance and, for a plain-number bucket, a snapshot
+  -- of it; a reserve answers both outcomes (the charged one first). A
+  -- report answers its own, whatever the request's, and its forgiven.
+  local function answer(reply, i, r, allowed, reserve)
+    local w, E = r.w, r.w.E
+    local b = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
+    local flags = 0
+    if r.ok then flags = FLAG_ALLOWED end
+    if r.never then flags = flags + FLAG_NEVER end
+    local rem, reset, x1, x2 = r.rem, nil, 0, 0
+    if allowed or reserve or r.forgiven then
+      reset = E.untilfull(w.p, r.after)
+      if w.last == r then w.reseta = reset end -- the bucket's, once decided
+    end
+    local remr = rem
+    if not r.never then remr = w.s.t end
+    if r.forgiven then
+      flags, x1 = flags + FLAG_REPORT, r.forgiven
+    elseif reserve then
+      x1, x2 = E.tokens(w.p, remr), E.out(resetr(w))
+    elseif not allowed then
+      rem, reset = remr, resetr(w)
+      -- A new bucket's cursor depends on FLOOR (without expiry), which
+      -- moves: no snapshot of it then.
+      -- A bucket with reservations gets none: one may come back before
+      -- anything else refills it.
+      if E == FAST and (EXPIRE or not w.new) and not w.hold then flags, x1, x2 = flags + FLAG_SNAPSHOT, w.s.f, w.s.a end
+    end
+    reply[b + REPLY_FLAGS], reply[b + REPLY_REMAINING], reply[b + REPLY_RETRY] = flags, E.tokens(w.p, rem), E.out(r.retry)
+    reply[b + REPLY_RESET], reply[b + REPLY_EXTRA1], reply[b + REPLY_EXTRA2] = E.out(reset), x1, x2
+  end
+
+  -- records are the call's records (BATCH_RECS above).
+  local function records()
+    if BATCH_RECS and BATCH_FRESH then
+      local recs = {}
+      for i = 1, NITEMS do recs[i] = BATCH_RECS[BATCH_BASE + i] end
+      return recs
+    end
+    return redis.call('MGET', unpack(KEYS, 1, NITEMS))
+  end
+
   -- keepid writes the request id's record, kept for ms.
   local function keepid(rec, ms)
     local idk = KEYS[NITEMS + 1]
