@@ -3,8 +3,8 @@ package redis
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,7 +68,7 @@ func TestReserveRecords(t *testing.T) {
 	if ms := pttl(t, s, hkey); ms < (10*time.Second+2*tol).Milliseconds()-200 || ms < pttl(t, s, key)-200 {
 		t.Fatalf("holds hash PTTL %dms, record %dms: want the reservation's life and the record's", ms, pttl(t, s, key))
 	}
-	if rec := readRecord(t, c, key); !strings.Contains(rec.ident, holdSep) {
+	if rec := readRecord(t, c, key); !slices.Contains([]byte(rec.ident), holdSep[0]) {
 		t.Fatalf("record %q of a bucket with a reservation is not marked", rec.ident)
 	}
 	// Refunded to full, it is kept: it owes 30.
@@ -92,7 +92,7 @@ func TestReserveRecords(t *testing.T) {
 	if n, _ := c.Do(context.Background(), c.B().Exists().Key(hkey).Build()).AsInt64(); n != 0 {
 		t.Fatal("the holds hash outlived its last reservation")
 	}
-	if rec := readRecord(t, c, key); strings.Contains(rec.ident, holdSep) {
+	if rec := readRecord(t, c, key); slices.Contains([]byte(rec.ident), holdSep[0]) {
 		t.Fatalf("record %q still marked", rec.ident)
 	}
 	// The report of the expired reservation is a plain one; filled again,
