@@ -9,10 +9,6 @@ import (
 	"github.com/tokengate/tokengate/pkg/policy"
 )
 
-// errReserveRedis refuses a reserve rule on the Redis store, which does
-// not hold reservations yet (it refuses their items, pkg/store/redis).
-var errReserveRedis = errors.New("reserve: reservations need --store memory for now (the Redis store does not hold them yet)")
-
 // errBudgetRedis is what serve --store redis says of a calendar budget,
 // which the Redis store does not decide yet (it refuses its items).
 var errBudgetRedis = errors.New("limits: a calendar budget (budget, per) needs --store memory for now (the Redis store does not decide budgets yet)")
@@ -21,7 +17,7 @@ var errBudgetRedis = errors.New("limits: a calendar budget (budget, per) needs -
 // that name no on_store_error answer --on-store-error, the reference's
 // files charge as --reference-charge says, and calendar budgets find their
 // periods through clk's anchor. With --store redis, a policy with a
-// reserve rule or a calendar budget is refused as an invalid one is, so
+// calendar budget is refused as an invalid one is, so
 // that tokengate does not start with it and a reload to it keeps the last
 // good policy.
 func newCompiler(s settings, clk clock.Clock) *policy.Compiler {
@@ -33,9 +29,6 @@ func newCompiler(s settings, clk clock.Clock) *policy.Compiler {
 	}
 	if s.Store == "redis" {
 		c.Unsupported = func(r *policy.Rule) error {
-			if r.Reserves() {
-				return errReserveRedis
-			}
 			if r.HasBudget() {
 				return errBudgetRedis
 			}

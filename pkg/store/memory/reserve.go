@@ -198,9 +198,12 @@ func (s *Store) reserve(ws []work, i int, id [16]byte, it *store.Item, p bucket.
 	return st, r
 }
 
-func reservedEarlier(ws []work, i int) bool {
-	for j := range i {
-		if ws[j].reserved && ws[j].h == ws[i].h {
+func reservedEarlier(ws []work, i int) bool { return reserves(ws[:i], ws[i].h) }
+
+// reserves reports whether an item of ws took a reservation of bucket h.
+func reserves(ws []work, h keyHash) bool {
+	for j := range ws {
+		if ws[j].reserved && ws[j].h == h {
 			return true
 		}
 	}

@@ -98,7 +98,7 @@ func (sh *shard) put(h keyHash, stored *slot, st bucket.State, v *bucket.Version
 	switch {
 	case stored != nil:
 		stored.s, stored.ver = st, sh.ref(v)
-	case st.Tokens == v.Params.Capacity():
+	case st.Tokens == v.Params.Capacity() && !c.owes:
 		raise(sh.forgot, st.At)
 	default:
 		if sh.buckets.n >= c.limit {
@@ -224,6 +224,9 @@ type commit struct {
 	limit  int
 	sample int
 	now    int64
+	// owes: the bucket put is reserved by the request (allowed), so it
+	// is stored even when full: it owes the reservation back.
+	owes bool
 }
 
 // busy reports whether h is a bucket of this request.

@@ -228,11 +228,11 @@ func (s *Store) write(ws []work, allowed bool, now int64) {
 			if w.dupOf >= 0 || (w.stored == nil) != inserting {
 				continue
 			}
-			final := w.base
+			final, c := w.base, s.commit(ws, now)
 			if allowed {
-				final = w.cur
+				final, c.owes = w.cur, reserves(ws, w.h)
 			}
-			s.shards[w.shard].put(w.h, w.stored, final, w.version, s.commit(ws, now))
+			s.shards[w.shard].put(w.h, w.stored, final, w.version, c)
 		}
 	}
 }

@@ -63,16 +63,18 @@ type ambiguous struct {
 	now  string     // the call's instant
 	tags [][16]byte // of the request's buckets
 	// keys and items are the request's bucket keys (then its id's key)
-	// and, per bucket key, its cost and rate period.
+	// and, per bucket key, its cost, reservation and rate period; hold
+	// names its reservations (holdName).
 	keys  []string
 	items []lateItem
 	id    bool
+	hold  string
 	once  sync.Once
 }
 
 type lateItem struct {
-	cost, per int64
-	report    bool
+	cost, reserve, per int64
+	report             bool
 }
 
 var _ store.Ambiguous = (*ambiguous)(nil)
@@ -81,9 +83,9 @@ func (s *Store) ambiguous(err error, call *queued, req *store.Request, tags [][1
 	items := make([]lateItem, len(req.Items))
 	for i := range req.Items {
 		it := &req.Items[i]
-		items[i] = lateItem{it.Cost, int64(it.Version.Params.Rate().Per()), it.Charge == store.Report}
+		items[i] = lateItem{it.Cost, it.Reserve, int64(it.Version.Params.Rate().Per()), it.Charge == store.Report}
 	}
-	return &ambiguous{err: err, s: s, call: call, now: now, tags: tags, keys: keys, items: items, id: req.ID != ""}
+	return &ambiguous{err: err, s: s, call: call, now: now, tags: tags, keys: keys, items: items, id: req.ID != "", hold: holdName(req)}
 }
 
 func (a *ambiguous) Error() string { return a.err.Error() }
@@ -161,28 +163,38 @@ func (a *ambiguous) reported() bool {
 	return false
 }
 
-// refund adds every charged bucket's cost back and releases the request
-// id's answer, in one settle call.
+// refund adds every charged bucket's cost back, gives back and removes
+// its reservations, and releases the request id's answer, in one settle
+// call.
 func (a *ambiguous) refund() error {
 	// Two items of one key are one bucket (one rule, one period): their
-	// costs add up.
+	// costs add up. A check that reserves costs its reservation, once a
+	// bucket (an id reserves a bucket once).
 	units := map[string]*big.Int{}
+	held := map[string]int64{}
 	var keys []string
 	var pers []int64
 	for i, it := range a.items {
-		if it.cost <= 0 {
+		k, cost := a.keys[i], it.cost
+		if it.reserve > 0 && held[k] == 0 {
+			cost, held[k] = it.reserve, it.reserve
+		}
+		if cost <= 0 {
 			continue
 		}
-		k := a.keys[i]
 		if units[k] == nil {
 			units[k] = new(big.Int)
 			keys, pers = append(keys, k), append(pers, it.per)
 		}
-		units[k].Add(units[k], new(big.Int).Mul(big.NewInt(it.cost), big.NewInt(it.per)))
+		units[k].Add(units[k], new(big.Int).Mul(big.NewInt(cost), big.NewInt(it.per)))
 	}
 	entries := make([]string, 0, settleArgs*len(keys))
 	for j, k := range keys {
-		entries = append(entries, units[k].String(), strconv.FormatInt(pers[j], 10), "0")
+		hold := ""
+		if held[k] > 0 {
+			hold = strconv.FormatInt(held[k], 10)
+		}
+		entries = append(entries, units[k].String(), strconv.FormatInt(pers[j], 10), "0", hold)
 	}
 	idKey := ""
 	if a.id {
@@ -190,7 +202,7 @@ func (a *ambiguous) refund() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.s.opts.Timeout)
 	defer cancel()
-	for _, c := range a.s.settleCalls(a.now, keys, entries, idKey, idRelease, "") {
+	for _, c := range a.s.settleCalls(a.now, a.hold, keys, entries, idKey, idRelease, "") {
 		msgs, err := a.s.call(ctx, c.keys, c.args)
 		if err == nil {
 			_, err = a.s.decodeReply(msgs, nil)

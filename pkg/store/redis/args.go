@@ -167,8 +167,8 @@ func (s *Store) idKey(t [16]byte, id, fp string) string {
 	return s.bucketKey(t) + ":id:" + hex.EncodeToString(sum[:16])
 }
 
-// header appends the header arguments.
-func (s *Store) header(args []string, op, now, idMode string, n int, fp string) []string {
+// header appends the header arguments; hold is holdName's.
+func (s *Store) header(args []string, op, now, idMode string, n int, fp, hold string) []string {
 	floor, expire := "", "1"
 	if s.opts.RequestTime {
 		expire = "0"
@@ -176,7 +176,23 @@ func (s *Store) header(args []string, op, now, idMode string, n int, fp string) 
 			floor = biased(f)
 		}
 	}
-	return append(args, op, now, floor, expire, s.pid, idMode, s.windowMs, s.pendingMs, strconv.Itoa(n), fp, maxReplays, s.toleranceMs)
+	return append(args, op, now, floor, expire, s.pid, idMode, s.windowMs, s.pendingMs, strconv.Itoa(n), fp, maxReplays, s.toleranceMs, hold)
+}
+
+// holdName is the name of req's reservations (argHold): 128 bits of the
+// SHA-256 of its id, in hex, when an item may hold or settle one (a
+// check that reserves, a report); else "", and the script touches none.
+func holdName(req *store.Request) string {
+	if req.ID == "" {
+		return ""
+	}
+	for i := range req.Items {
+		if it := &req.Items[i]; it.Reserve > 0 || it.Charge == store.Report {
+			sum := sha256.Sum256([]byte(req.ID))
+			return hex.EncodeToString(sum[:16])
+		}
+	}
+	return ""
 }
 
 // instant is the script's now for req: the request's own instant, biased,
@@ -207,7 +223,15 @@ func fingerprint(items []store.Item) string {
 // item appends an item's arguments.
 func (s *Store) item(args []string, it *store.Item, now int64) []string {
 	v := s.versions.get(it.Version, s.pid)
-	return v.block(args, strconv.FormatInt(it.Cost, 10), offset(now, it.Version.ActiveAt), it.Revision, it.Charge)
+	args = v.block(args, strconv.FormatInt(it.Cost, 10), offset(now, it.Version.ActiveAt), it.Revision, it.Charge)
+	if it.Reserve > 0 {
+		// A check that reserves (chargeReserve): the tokens as its cost,
+		// its lifetime after the charge.
+		n := len(args)
+		args[n-itemArgs+itemCost-1] = strconv.FormatInt(it.Reserve, 10)
+		args[n-itemArgs+itemMode-1] = v.modes[store.Prepaid] + chargeReserve + strconv.FormatInt(it.ReserveTTL, 10)
+	}
+	return args
 }
 
 // block appends the arguments of an item of charge c under v at revision

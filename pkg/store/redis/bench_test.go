@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/tokengate/tokengate/internal/redistest"
@@ -287,7 +288,10 @@ func BenchmarkPerBucket(b *testing.B) {
 // one's, by the Redis time each costs: a plain decision (cost 1 on a
 // pre-paid rule), a check and a report (cost 1) of a post-paid rule with
 // a debt bound as large as its capacity, and check and report pairs of
-// one user, as Envoy sends them; one bucket a request, over 8000 buckets
+// one user, as Envoy sends them: without a request id, with one (each
+// pair's own, as Envoy's x-request-id), and with one and a reservation
+// (the check reserving 10, settled by the report); one bucket a request,
+// over 8000 buckets
 // a case, each stored before. An iteration is a round of every case in
 // turn, 64 callers making 16 decisions each, so that a busy machine's
 // drift falls on every case alike. It reports, per case, the Redis
@@ -306,15 +310,16 @@ func BenchmarkPostPaid(b *testing.B) {
 		b.Fatal("the versions do not take the plain-number path")
 	}
 	const buckets, callers, each = 8000, 64, 16
-	decide := func(name string, user int64, it store.Item) {
+	decide := func(name string, user int64, it store.Item, id string) {
 		it.Key = name + "-user-" + strconv.FormatInt(user%buckets, 10)
-		if _, err := s.Decide(ctx, &store.Request{Items: []store.Item{it}}, make([]store.Result, 1)); err != nil {
+		if _, err := s.Decide(ctx, &store.Request{ID: id, Items: []store.Item{it}}, make([]store.Result, 1)); err != nil {
 			b.Error(err)
 		}
 	}
 	cases := []struct {
 		name  string
 		items []store.Item // the decisions, in turn
+		ids   bool         // each round of items has a request id of its own
 		n     atomic.Int64
 		cpu   float64
 		usec  int64
@@ -323,6 +328,9 @@ func BenchmarkPostPaid(b *testing.B) {
 		{name: "check", items: []store.Item{{Version: post, Charge: store.Check}}},
 		{name: "report", items: []store.Item{{Version: post, Cost: 1, Charge: store.Report}}},
 		{name: "pair", items: []store.Item{{Version: post, Charge: store.Check}, {Version: post, Cost: 1, Charge: store.Report}}},
+		{name: "id-pair", ids: true, items: []store.Item{{Version: post, Charge: store.Check}, {Version: post, Cost: 1, Charge: store.Report}}},
+		{name: "reserve-pair", ids: true, items: []store.Item{
+			{Version: post, Charge: store.Check, Reserve: 10, ReserveTTL: int64(10 * time.Minute)}, {Version: post, Cost: 1, Charge: store.Report}}},
 	}
 	for i := range cases {
 		warm := store.Item{Version: plain, Cost: 1}
@@ -330,7 +338,7 @@ func BenchmarkPostPaid(b *testing.B) {
 			warm = store.Item{Version: post, Cost: 1, Charge: store.Report}
 		}
 		for user := range int64(buckets) {
-			decide(cases[i].name, user, warm)
+			decide(cases[i].name, user, warm, "")
 		}
 	}
 	for b.Loop() {
@@ -343,7 +351,11 @@ func BenchmarkPostPaid(b *testing.B) {
 					for range each {
 						// A pair's decisions are one user's, in turn.
 						j, k := bc.n.Add(1), int64(len(bc.items))
-						decide(bc.name, j/k, bc.items[j%k])
+						id := ""
+						if bc.ids {
+							id = bc.name + "-" + strconv.FormatInt(j/k, 10)
+						}
+						decide(bc.name, j/k, bc.items[j%k], id)
 					}
 				})
 			}

@@ -187,7 +187,7 @@ func appendDoubles(b []byte, xs ...float64) []byte {
 func (t *batchTables) appendTables(args []string) []string {
 	for _, s := range t.stores {
 		n := len(args)
-		args = s.header(args, opDecide, "", idNone, 0, "")
+		args = s.header(args, opDecide, "", idNone, 0, "", "")
 		args[n+argFloor-1], args[n+argItems-1] = "", ""
 	}
 	for _, x := range t.versions {

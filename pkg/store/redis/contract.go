@@ -47,6 +47,7 @@ const (
 	argFP                    // fingerprint of the request's buckets and costs (request ids only)
 	argMaxReplays            // store.MaxReplays
 	argTolerance             // ms of a forward step of the Redis host's clock that keys survive
+	argHold                  // the request id as its reservations are named (holdName), or ""
 	headerArgs    = iota
 )
 
@@ -77,10 +78,29 @@ const debtSep = "+"
 // followed by its charge (store.Charge): nothing for a pre-paid item,
 // chargeCheck or chargeReport for a post-paid rule's. A batch's versions
 // are so one per version and charge.
+//
+// A check that reserves (store.Item.Reserve) is chargeReserve followed by
+// its reservation's lifetime (ns, decimal), and its itemCost is the
+// tokens it reserves.
 const (
-	resizeBytes  = 5
-	chargeCheck  = "c"
-	chargeReport = "r"
+	resizeBytes   = 5
+	chargeCheck   = "c"
+	chargeReport  = "r"
+	chargeReserve = "h"
+)
+
+// A bucket's reservations (store.go, "Reservations") are one hash, its
+// key the bucket's with holdsSuffix (so in its hash slot): a field per
+// request id (argHold), its value the tokens held, fieldSep, and the
+// instant (decimal, on the script's clock) it expires. A bucket with
+// reservations says so in its record: its identity is followed by
+// holdSep and an instant at or before the earliest of their expiries, so
+// that a decision reads the hash only when one may have expired (and the
+// lean path, which never reads it, leaves such a bucket to the general
+// one). A record without reservations is as it always was.
+const (
+	holdsSuffix = ":holds"
+	holdSep     = "#"
 )
 
 // A bucket is recBytes of little-endian doubles (recFormat: tokens, signed
@@ -103,6 +123,7 @@ const (
 	settleUnits = iota + 1 // units to add back
 	settlePer              // the period the units are counted in
 	settleNew              // "1": the bucket was new at the reserve
+	settleHold             // a rollback's: the tokens of the request's reservation it removes, or ""
 	settleArgs  = iota
 )
 

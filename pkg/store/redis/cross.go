@@ -45,7 +45,19 @@ import (
 // the request (on_store_error answers it) and is reconciled when its
 // answer comes (lateWait): whatever it charged is rolled back, as are
 // the other slots' charges at once, so a failed request leaves nothing
-// charged; counted in tokengate_redis_ambiguous_total.
+// charged but its reports; counted in tokengate_redis_ambiguous_total.
+//
+// The first slot's call, which claims the request id, goes first, alone,
+// and the other slots' calls only once it claimed the id, so that a
+// repeat (a replay, or one still being decided) charges no report of
+// theirs again.
+//
+// A check that reserves (store.Item.Reserve) records its reservation in
+// its slot's reserve; a rollback removes it with the charge it undoes, and
+// should the reservation be gone by then (returned at its expiry, or
+// settled by its report, between the two calls) adds its tokens back no
+// more (a refund being deferred, a bucket whose net effect is one keeps
+// its reservation, removed by an undo entry of 0).
 
 type groupReply struct {
 	reply
@@ -56,6 +68,7 @@ type groupReply struct {
 
 func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, now string, raw [][16]byte, groups [][]int) (store.Outcome, error) {
 	calls := make([]call, len(groups))
+	hold := holdName(req)
 	for g, idx := range groups {
 		keys := make([]string, len(idx), len(idx)+1)
 		for k, i := range idx {
@@ -66,19 +79,15 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 			idMode, fp = idLast, fingerprint(req.Items)
 			keys = append(keys, s.idKey(raw[0], req.ID, fp))
 		}
-		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), opReserve, now, idMode, len(idx), fp)
+		args := s.header(make([]string, 0, headerArgs+itemArgs*len(idx)), opReserve, now, idMode, len(idx), fp, hold)
 		for _, i := range idx {
 			args = s.item(args, &req.Items[i], req.Now)
 		}
 		calls[g] = call{keys: keys, args: args}
 	}
-	for g, w := range s.callAll(ctx, calls) {
-		if w != nil {
-			go s.rollbackLate(now, calls[g], w, len(groups[g]), g == 0)
-		}
-	}
+	calls = s.sendReserves(ctx, req.ID != "", calls, groups, now, hold)
 
-	replies := make([]groupReply, len(groups))
+	replies := make([]groupReply, len(calls))
 	var errs error
 	for g := range calls {
 		replies[g] = s.parseGroup(calls[g], len(groups[g]))
@@ -86,7 +95,7 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 	}
 	first := replies[0]
 	if errs != nil || first.kind != kindDecided {
-		s.settle(ctx, now, calls, replies, false, first.err == nil && first.claimed, "")
+		s.settle(ctx, now, hold, calls, replies, false, first.err == nil && first.claimed, "")
 		switch {
 		case errs != nil:
 			return store.Outcome{}, fmt.Errorf("redis: reserve in %d slots: %w", len(groups), errs)
@@ -118,8 +127,34 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 	if first.claimed {
 		rec = string(appendRecord(nil, allowed, results[:len(req.Items)]))
 	}
-	s.settle(ctx, now, calls, replies, allowed, first.claimed, rec)
+	s.settle(ctx, now, hold, calls, replies, allowed, first.claimed, rec)
 	return store.Outcome{Allowed: allowed}, nil
+}
+
+// sendReserves sends the reserve calls, all at once, and returns those
+// sent. With a request id (withID) the first slot's call goes first, alone:
+// it claims the id, or finds it answered (a replay) or being decided, and
+// only a claim sends the others, so that a repeat charges no report of
+// another slot again (a report is never rolled back). A call still out at
+// the deadline is rolled back when its answer comes (rollbackLate).
+func (s *Store) sendReserves(ctx context.Context, withID bool, calls []call, groups [][]int, now, hold string) []call {
+	send := func(from, to int) {
+		for g, w := range s.callAll(ctx, calls[from:to]) {
+			if w != nil {
+				go s.rollbackLate(now, hold, calls[from+g], w, len(groups[from+g]), from+g == 0)
+			}
+		}
+	}
+	if !withID {
+		send(0, len(calls))
+		return calls
+	}
+	send(0, 1)
+	if r := s.parseGroup(calls[0], len(groups[0])); r.err != nil || r.kind != kindDecided {
+		return calls[:1]
+	}
+	send(1, len(calls))
+	return calls
 }
 
 func (s *Store) parseGroup(c call, n int) groupReply {
@@ -135,9 +170,10 @@ func (s *Store) parseGroup(c call, n int) groupReply {
 }
 
 // settleArgs are the arguments of a settle call at the instant now:
-// entries (settleArgs each) and, with idLast, the request id's record.
-func (s *Store) settleArgs(now, idMode string, entries []string, rec string) []string {
-	args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, now, idMode, len(entries)/settleArgs, "")
+// entries (settleArgs each) and, with idLast, the request id's record;
+// hold names the request's reservations (holdName).
+func (s *Store) settleArgs(now, idMode, hold string, entries []string, rec string) []string {
+	args := s.header(make([]string, 0, headerArgs+len(entries)+1), opSettle, now, idMode, len(entries)/settleArgs, "", hold)
 	args = append(args, entries...)
 	if idMode == idLast {
 		args = append(args, rec)
@@ -147,8 +183,10 @@ func (s *Store) settleArgs(now, idMode string, entries []string, rec string) []s
 
 // settle sends, to every slot that needs it, the commits (allowed) or the
 // rollbacks (not allowed) of its reserve; to the first slot also the
-// request id's answer (rec) or, without one, the release of its claim.
-func (s *Store) settle(ctx context.Context, now string, calls []call, replies []groupReply, allowed, claimed bool, rec string) {
+// request id's answer (rec) or, without one, the release of its claim. A
+// rollback removes the reservations the reserve recorded (hold names
+// them).
+func (s *Store) settle(ctx context.Context, now, hold string, calls []call, replies []groupReply, allowed, claimed bool, rec string) {
 	var settles []call
 	var kinds []string
 	for g := range replies {
@@ -163,7 +201,7 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 				isNew = "1" // settleNew
 			}
 			keys = append(keys, calls[g].keys[e.index])
-			entries = append(entries, e.units, e.per, isNew)
+			entries = append(entries, e.units, e.per, isNew, e.hold)
 		}
 		idMode, idKey := idNone, ""
 		if g == 0 && claimed {
@@ -176,7 +214,7 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 		if allowed {
 			kind = "commit"
 		}
-		for _, c := range s.settleCalls(now, keys, entries, idKey, idMode, rec) {
+		for _, c := range s.settleCalls(now, hold, keys, entries, idKey, idMode, rec) {
 			settles, kinds = append(settles, c), append(kinds, kind)
 		}
 	}
@@ -211,7 +249,7 @@ func (s *Store) settle(ctx context.Context, now string, calls []call, replies []
 // and, when idKey is not "", of the request id (idMode, with its record
 // rec): one call, or on a Cluster one per slot, as a settle reads its
 // buckets with one MGET (the id's in its slot's).
-func (s *Store) settleCalls(now string, keys, entries []string, idKey, idMode, rec string) []call {
+func (s *Store) settleCalls(now, hold string, keys, entries []string, idKey, idMode, rec string) []call {
 	type group struct {
 		slot          uint16
 		keys, entries []string
@@ -245,7 +283,7 @@ func (s *Store) settleCalls(now string, keys, entries []string, idKey, idMode, r
 		if g.id {
 			mode, r = idMode, rec
 		}
-		calls[i] = call{keys: g.keys, args: s.settleArgs(now, mode, g.entries, r)}
+		calls[i] = call{keys: g.keys, args: s.settleArgs(now, mode, hold, g.entries, r)}
 	}
 	return calls
 }
@@ -296,7 +334,7 @@ func (s *Store) callAll(ctx context.Context, calls []call) []*queued {
 // rollbackLate waits for the answer of the reserve c of n items, out at
 // its request's deadline (w), and rolls back what it charged; first: the
 // request's first slot, which holds its id's claim.
-func (s *Store) rollbackLate(now string, c call, w *queued, n int, first bool) {
+func (s *Store) rollbackLate(now, hold string, c call, w *queued, n int, first bool) {
 	<-w.done
 	c.reply, c.err = w.reply, w.err
 	g := s.parseGroup(c, n)
@@ -306,7 +344,7 @@ func (s *Store) rollbackLate(now string, c call, w *queued, n int, first bool) {
 		outcome = "unknown"
 	case g.kind == kindDecided && (len(g.settle) > 0 || g.claimed):
 		outcome = "refunded"
-		s.settle(context.Background(), now, []call{c}, []groupReply{g}, false, first && g.claimed, "")
+		s.settle(context.Background(), now, hold, []call{c}, []groupReply{g}, false, first && g.claimed, "")
 	}
 	s.metrics.ambiguous.WithLabelValues(outcome).Inc()
 }

@@ -66,6 +66,25 @@
 // A bucket in debt is not full, so its key lives until it is, its debt
 // repaid, and the usual slack.
 //
+// # Reservations
+//
+// A check that reserves (store.Item.Reserve; itemMode chargeReserve, its
+// tokens as its cost) takes them in the request's call and records them
+// in its bucket's holds hash (contract.go, holdsSuffix: the bucket's key
+// and so its slot), a field per request id (argHold, a hash of the id)
+// holding the tokens and the expiry on the script's clock, the buckets'
+// own. The report with the id settles it in its call (lua/holds.lua). The
+// bucket's record carries a mark after its identity (holdSep: an instant
+// at or before the earliest expiry), so that a decision reads the hash
+// only once one may be due, and returns every expired one, as refunds,
+// before anything else of that decision; a marked bucket is decided on
+// the general path, is not deleted while full, and gives the deny cache
+// no snapshot (a reservation may come back before anything refills it).
+// The hash lives as long as the record and its longest reservation, with
+// the tolerance. Records of buckets without reservations are as before.
+// Across Cluster slots a reserve records the reservation and a rollback
+// removes it (cross.go).
+//
 // # Time
 //
 // No wall clock decides. Each replica maps its own monotonic clock (the

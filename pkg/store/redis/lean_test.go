@@ -195,9 +195,17 @@ func TestBatchMatchesSequential(t *testing.T) {
 					items = append(items, drawItemOf(rt, rapid.SampledFrom(keys).Draw(rt, "key"), v))
 				}
 				rid := ""
-				if rapid.IntRange(0, 4).Draw(rt, "with id") == 0 {
+				switch rapid.IntRange(0, 4).Draw(rt, "with id") {
+				case 0:
 					id++
 					rid = strconv.Itoa(id)
+				case 1: // an earlier call's: its report settles, its check holds already
+					if id > 0 {
+						rid = strconv.Itoa(rapid.IntRange(1, id).Draw(rt, "earlier id"))
+					}
+				}
+				if rid != "" {
+					reserveSome(rt, items)
 				}
 				batch = append(batch, prefixedCall(rt, ctx, s, "B", now, rid, items, false))
 				alone = append(alone, prefixedCall(rt, ctx, s, "S", now, rid, items, false))
@@ -220,6 +228,17 @@ func TestBatchMatchesSequential(t *testing.T) {
 			}
 		}
 	})
+}
+
+// reserveSome makes some checks of items reserve (a request with an id):
+// up to their capacity, for as long as a few calls.
+func reserveSome(rt *rapid.T, items []store.Item) {
+	for i := range items {
+		if it := &items[i]; it.Charge == store.Check && rapid.Bool().Draw(rt, "reserve") {
+			it.Reserve = rapid.Int64Range(1, it.Version.Params.Capacity()).Draw(rt, "reserve n")
+			it.ReserveTTL = rapid.SampledFrom([]int64{2e8, 1e9}).Draw(rt, "reserve ttl")
+		}
+	}
 }
 
 // withDebt is p with a debt bound drawn for it: none, or one that reports

@@ -205,13 +205,14 @@ func appendRecord(b []byte, allowed bool, results []store.Result) []byte {
 }
 
 // settleEntry is what a reserve asks to be settled for one bucket:
-// "index,dir,units,per,new" with dir "u" (undo: add back if the request
-// is rejected) or "c" (commit: add if it is allowed).
+// "index,dir,units,per,new,hold" with dir "u" (undo: add back if the
+// request is rejected) or "c" (commit: add if it is allowed), and hold an
+// undo's reservation of the request to remove (its tokens), or "".
 type settleEntry struct {
-	index      int // the item (in the call) whose key is the bucket
-	commit     bool
-	units, per string
-	isNew      bool
+	index            int // the item (in the call) whose key is the bucket
+	commit           bool
+	units, per, hold string
+	isNew            bool
 }
 
 func parseSettle(s string) ([]settleEntry, error) {
@@ -221,14 +222,14 @@ func parseSettle(s string) ([]settleEntry, error) {
 	var out []settleEntry
 	for e := range strings.SplitSeq(s, chainSep) {
 		f := strings.Split(e, fieldSep)
-		if len(f) != 5 {
+		if len(f) != 6 {
 			return nil, fmt.Errorf("redis: bad settle entry %q", e)
 		}
 		i, err := strconv.Atoi(f[0])
 		if err != nil {
 			return nil, fmt.Errorf("redis: bad settle entry %q", e)
 		}
-		out = append(out, settleEntry{index: i - 1, commit: f[1] == "c", units: f[2], per: f[3], isNew: f[4] == "1"})
+		out = append(out, settleEntry{index: i - 1, commit: f[1] == "c", units: f[2], per: f[3], isNew: f[4] == "1", hold: f[5]})
 	}
 	return out, nil
 }

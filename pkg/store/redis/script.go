@@ -22,6 +22,8 @@ var (
 	luaCodec string
 	//go:embed lua/lean.lua
 	luaLean string
+	//go:embed lua/holds.lua
+	luaHolds string
 	//go:embed lua/ops.lua
 	luaOps string
 	//go:embed lua/batch.lua
@@ -31,11 +33,12 @@ var (
 // luaFiles are the files of the code every call runs, in the order they
 // are concatenated (each defines locals the next uses): the contract
 // generated from contract.go, bignums, the bucket arithmetic on them, the
-// same on plain numbers, the codec, the operations, the lean path of the
+// same on plain numbers, the codec, reservations, the operations, the lean path of the
 // usual decision, and batches with the one entry, main.
 var luaFiles = []luaFile{
 	{"lua/contract.lua", luaContract}, {"lua/bignum.lua", luaBignum}, {"lua/bucket.lua", luaBucket},
-	{"lua/fast.lua", luaFast}, {"lua/codec.lua", luaCodec}, {"lua/ops.lua", luaOps},
+	{"lua/fast.lua", luaFast}, {"lua/codec.lua", luaCodec}, {"lua/holds.lua", luaHolds},
+	{"lua/ops.lua", luaOps},
 	{"lua/lean.lua", luaLean}, {"lua/batch.lua", luaBatch},
 }
 

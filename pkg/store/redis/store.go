@@ -116,9 +116,6 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	if err := store.Validate(req, results); err != nil {
 		return store.Outcome{}, err
 	}
-	if err := refuseReserve(req); err != nil {
-		return store.Outcome{}, err
-	}
 	if len(req.Items) == 0 {
 		return store.Outcome{Allowed: true}, nil
 	}
@@ -271,7 +268,7 @@ func (s *Store) decideArgs(req *store.Request, raw [][16]byte, now string) (keys
 		idMode, fp = idLast, fingerprint(req.Items)
 		keys = append(keys, s.idKey(raw[0], req.ID, fp))
 	}
-	args = s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, now, idMode, len(req.Items), fp)
+	args = s.header(make([]string, 0, headerArgs+itemArgs*len(req.Items)), opDecide, now, idMode, len(req.Items), fp, holdName(req))
 	for i := range req.Items {
 		args = s.item(args, &req.Items[i], req.Now)
 	}
@@ -348,15 +345,4 @@ func (s *Store) awaitReplay(ctx context.Context, req *store.Request, results []s
 			return s.decide(ctx, req, results, raw)
 		}
 	}
-}
-
-// refuseReserve refuses reservations (store.Item.Reserve) until the Lua
-// holds them; serve refuses reserve rules first.
-func refuseReserve(req *store.Request) error {
-	for i := range req.Items {
-		if req.Items[i].Reserve != 0 {
-			return fmt.Errorf("%w: item %d: the Redis store does not hold reservations (reserve) yet", store.ErrInvalid, i)
-		}
-	}
-	return nil
 }

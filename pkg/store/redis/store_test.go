@@ -85,7 +85,7 @@ func TestConformance(t *testing.T) {
 		n++
 		// A fresh prefix per store: each starts empty.
 		return newStore(t, c, Options{RequestTime: true, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
-	}, storetest.Options{Lacks: storetest.Reserve})
+	})
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -99,7 +99,7 @@ func TestConformanceCluster(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) store.Store {
 				return newStore(t, c, Options{RequestTime: true, Batch: BatchOptions{MaxInFlight: inFlight}, KeyPrefix: "t" + time.Now().Format("150405.000000000") + ":"})
-			}, storetest.Options{Lacks: storetest.Reserve})
+			})
 		})
 	}
 }

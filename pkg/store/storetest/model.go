@@ -100,7 +100,9 @@ func (m *model) decide(req *store.Request) (bool, []store.Result) {
 		if allowed {
 			st = w.cur
 		}
-		if _, ok := m.buckets[k]; !ok && st.Tokens == w.v.Params.Capacity() {
+		// A new bucket left full is not stored, unless it owes a
+		// reservation back (the request reserved it, then refunded it).
+		if _, ok := m.buckets[k]; !ok && st.Tokens == w.v.Params.Capacity() && !m.owes(k) {
 			m.forgot = max(m.forgot, st.At)
 			continue
 		}

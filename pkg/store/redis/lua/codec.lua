@@ -124,10 +124,14 @@ local function deccmp(x, y)
 end
 
 -- A bucket's record: REC_FORMAT's numbers, then the identity of the
--- version it was decided under.
+-- version it was decided under (and, for a bucket with reservations,
+-- HOLD_SEP and their mark: holds.lua).
 local function readrec(rec)
   local t, fh, fl, ah, al, vh, vl, exp = struct.unpack(REC_FORMAT, rec)
-  return t, fh, fl, ah, al, vh, vl, exp, string.sub(rec, REC_BYTES + 1)
+  local ident = string.sub(rec, REC_BYTES + 1)
+  local at = string.find(ident, HOLD_SEP, 1, true)
+  if at then ident = string.sub(ident, 1, at - 1) end
+  return t, fh, fl, ah, al, vh, vl, exp, ident
 end
 local writerec
 do

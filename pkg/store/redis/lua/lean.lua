@@ -23,10 +23,13 @@ local LR = {}
 -- the version of identity id and version string ver (load): its identity
 -- is id, or another process's at the same revision and parameters. The
 -- identity is compared in place, without cutting it out of the record.
+-- A bucket with reservations (its record marked: holds.lua) is left to
+-- the general path.
 local function leansame(rec, id, ver)
   local at = REC_BYTES + 1
   if #rec == REC_BYTES + #id and string.find(rec, id, at, true) == at then return true end
-  return string.find(rec, ver, at, true) == at and string.find(rec, PID, at + #ver, true) ~= at + #ver
+  return string.find(rec, ver, at, true) == at and string.find(rec, PID, at + #ver, true) ~= at + #ver and
+    not string.find(rec, HOLD_SEP, at + #ver, true)
 end
 
 -- leanload reads a call's n items (packed in s from pos, their

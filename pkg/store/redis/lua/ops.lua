@@ -84,12 +84,16 @@ end
 -- loaded and then charged its reports (s) and as decided so far (cur),
 -- the identity and activation of the version it is decided under, the
 -- instant its key surely lives to, whether it is new or changed by
--- loading or a report (dirty), and its last item's result (last). Every
+-- loading or a report (dirty), its last item's result (last), its
+-- reservations' mark (hold: holds.lua), the ARGV index before the item
+-- that reserves it now (reserve), if any, and how long (ms) the hash must
+-- live for it (holdms). Every
 -- field is set here, at once: a Lua table that grows field by field is
 -- rehashed at every power of two.
 local function work(E, p, s, id, vh, vl, exp, new, dirty)
   return {E = E, p = p, s = s, cur = s, id = id, vh = vh, vl = vl, exp = exp, new = new, dirty = dirty,
-    key = false, idx = 0, b = 0, charged = false, reseta = false, resetr = false, last = false}
+    key = false, idx = 0, b = 0, charged = false, reseta = false, resetr = false, last = false,
+    hold = false, reserve = false, holdms = false}
 end
 
 -- newbucket is a bucket not stored yet: full, its cursor at now or, if
@@ -187,211 +191,247 @@ end
 -- write) while it still covers the time until full and one tolerance;
 -- the record holds the instant, on the shared clock, it was set to cover.
 -- Without expiry (tests that drive time) every bucket is written, except
--- a new full one, whose cursor is reported instead.
+-- a new full one, whose cursor is reported instead. A bucket with
+-- reservations is never deleted nor left unstored as full (it still owes
+-- them back), its record carries their mark, and their hash lives as long
+-- as the record.
 local function put(w, st, ttl, dirty)
   local E = w.E
   if EXPIRE then
-    if E.zero(ttl) then
+    if E.zero(ttl) and not w.hold then
       if dirty and not w.new then redis.call('DEL', w.key) end
       return
     end
     if not dirty then return end
-  elseif w.new and E.full(w.p, st) then
+  elseif w.new and E.full(w.p, st) and not w.hold then
     raise(E.cursor(st))
     return
   end
   local vh, vl = w.vh, w.vl
   if not vh then vh, vl = activation(ARGV[w.b + ITEM_AT]) end
   local t, fh, fl, ah, al = E.pack(w.p, st)
+  local id = w.id
+  if w.hold then id = id .. HOLD_SEP .. w.hold end
   if not EXPIRE then
-    redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, 0, w.id))
+    redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, 0, id))
     return
   end
   local px = renewpx(E.ms(ttl), tonumber(ARGV[ARG_TOLERANCE]), w.exp)
+  -- The hash lives as long as the record, and a new reservation's life.
+  if w.hold and (px or w.holdms) then HOLDS.live(w, math.max(px or w.exp - nowms(), w.holdms or 0)) end
   if not px then
-    redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, w.exp, w.id), 'KEEPTTL')
+    redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, w.exp, id), 'KEEPTTL')
     return
   end
-  redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, nowms() + px, w.id), 'PX', string.format('%d', px))
-end
-
-local function resetr(w)
-  if not w.resetr then w.resetr = w.E.untilfull(w.p, w.s) end
-  return w.resetr
-end
-
--- keepid writes the request id's record, kept for ms.
-local function keepid(rec, ms)
-  local idk = KEYS[NITEMS + 1]
-  redis.call('HSET', idk, ID_FIELD_FP, ARGV[ARG_FP], ID_FIELD_LEFT, ARGV[ARG_MAX_REPLAYS], ID_FIELD_RECORD, rec)
-  redis.call('PEXPIRE', idk, ms)
-end
-
--- claim looks up the request id: its replay reply, or whether to record
--- this answer. A reserve claims a new id (ID_PENDING) for its settle.
-local function claim()
-  if IDMODE == ID_NONE then return nil, false end
-  local idk = KEYS[NITEMS + 1]
-  local h = redis.call('HMGET', idk, ID_FIELD_FP, ID_FIELD_LEFT, ID_FIELD_RECORD)
-  if h[1] then
-    if h[1] == ARGV[ARG_FP] then
-      if h[3] == ID_PENDING then return {KIND_PENDING}, false end
-      if tonumber(h[2]) > 0 then
-        redis.call('HINCRBY', idk, ID_FIELD_LEFT, -1)
-        local reply = {}
-        reply[REPLY_KIND], reply[REPLY_RECORD] = KIND_REPLAY, h[3]
-        return reply, false
-      end
-    end
-    return nil, false
-  end
-  if OP == OP_RESERVE then keepid(ID_PENDING, ARGV[ARG_PENDING]) end
-  return nil, true
-end
-
--- run decides the request's items (recs are their records as stored):
--- its reports first, in order, each on its bucket's loaded state (what
--- the rest is decided on, and what is written whatever they say), then
--- every other item in order on its bucket's running state. It answers
--- whether all those were allowed, the buckets in order of first use, each
--- item's result.
-local function run(big, recs)
-  local works, order, res, allowed = {}, {}, {}, true
-  for i = 1, NITEMS do
-    local key, b = KEYS[i], HEADER_ARGS + (i - 1) * ITEM_ARGS
-    local w = works[key]
-    if not w then
-      w = load(b, recs[i], big)
-      w.key, w.idx, w.b = key, i, b
-      works[key] = w
-      order[#order + 1] = w
-    end
-    -- The charge follows the on_resize in ITEM_MODE (contract.go).
-    if string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1) == CHARGE_REPORT then
-      local cost = ARGV[b + ITEM_COST]
-      local st, ok, rem, retry, forgiven = w.E.report(w.p, w.s, w.E.cost(cost), cost)
-      w.s, w.cur = st, st
-      if cost ~= '0' then w.dirty = true end
-      res[i] = {w = w, ok = ok, never = false, rem = rem, retry = retry, after = st, forgiven = forgiven}
-      w.last = res[i]
-    end
-  end
-  for i = 1, NITEMS do
-    if not res[i] then
-      local b = HEADER_ARGS + (i - 1) * ITEM_ARGS
-      local w, cost = works[KEYS[i]], ARGV[b + ITEM_COST]
-      local cur, ok, never, rem, retry
-      if string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1) == CHARGE_CHECK then
-        cur, ok, rem, retry = w.E.check(w.p, w.cur)
-        never = false
-      else
-        cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost(cost))
-        if ok and cost ~= '0' then w.charged = true end
-      end
-      w.cur = cur
-      res[i] = {w = w, ok = ok, never = never, rem = rem, retry = retry, after = cur}
-      w.last = res[i]
-      allowed = allowed and ok
-    end
-  end
-  return allowed, order, res
-end
-
--- answer fills item i's reply fields. A rejected decide answers each
--- bucket's uncharged balance and, for a plain-number bucket, a snapshot
--- of it; a reserve answers both outcomes (the charged one first). A
--- report answers its own, whatever the request's, and its forgiven.
-local function answer(reply, i, r, allowed, reserve)
-  local w, E = r.w, r.w.E
-  local b = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
-  local flags = 0
-  if r.ok then flags = FLAG_ALLOWED end
-  if r.never then flags = flags + FLAG_NEVER end
-  local rem, reset, x1, x2 = r.rem, nil, 0, 0
-  if allowed or reserve or r.forgiven then
-    reset = E.untilfull(w.p, r.after)
-    if w.last == r then w.reseta = reset end -- the bucket's, once decided
-  end
-  local remr = rem
-  if not r.never then remr = w.s.t end
-  if r.forgiven then
-    flags, x1 = flags + FLAG_REPORT, r.forgiven
-  elseif reserve then
-    x1, x2 = E.tokens(w.p, remr), E.out(resetr(w))
-  elseif not allowed then
-    rem, reset = remr, resetr(w)
-    -- A new bucket's cursor depends on FLOOR (without expiry), which
-    -- moves: no snapshot of it then.
-    if E == FAST and (EXPIRE or not w.new) then flags, x1, x2 = flags + FLAG_SNAPSHOT, w.s.f, w.s.a end
-  end
-  reply[b + REPLY_FLAGS], reply[b + REPLY_REMAINING], reply[b + REPLY_RETRY] = flags, E.tokens(w.p, rem), E.out(r.retry)
-  reply[b + REPLY_RESET], reply[b + REPLY_EXTRA1], reply[b + REPLY_EXTRA2] = E.out(reset), x1, x2
-end
-
--- settlement writes a reserve's buckets: charged states when allowed, yet
--- a bucket whose net effect is a refund keeps its uncharged balance until
--- the settle (never a balance above what either outcome leaves). It
--- returns the settle entries: "index,dir,units,per,new".
-local function settlement(allowed, order)
-  local settle = {}
-  for k = 1, #order do
-    local w = order[k]
-    local st, ttl, dirty = w.s, nil, w.dirty
-    if allowed then
-      local ur, ua = units(w.p, w.s), units(w.p, w.cur)
-      local c, isnew = BN.cmp(ua, ur), (w.new and '1' or '0')
-      if c > 0 then
-        settle[#settle + 1] = table.concat({w.idx, 'c', BN.str(BN.sub(ua, ur)), BN.str(w.p.p), isnew}, FIELD_SEP)
-      else
-        st, ttl = w.cur, w.reseta
-        if c < 0 then
-          dirty = true
-          settle[#settle + 1] = table.concat({w.idx, 'u', BN.str(BN.sub(ur, ua)), BN.str(w.p.p), isnew}, FIELD_SEP)
-        end
-      end
-    end
-    if not ttl and EXPIRE then ttl = resetr(w) end
-    put(w, st, ttl, dirty)
-  end
-  return table.concat(settle, CHAIN_SEP)
+  redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, nowms() + px, id), 'PX', string.format('%d', px))
 end
 
 -- A batch's records are read by one MGET for all its calls (batchop):
 -- BATCH_RECS, with this call's first at BATCH_BASE + 1, unless an earlier
 -- call of the batch touched one of its keys (not BATCH_FRESH): then it
--- reads its own.
+-- reads its own (records).
 local BATCH_RECS, BATCH_BASE, BATCH_FRESH
-local function records()
-  if BATCH_RECS and BATCH_FRESH then
-    local recs = {}
-    for i = 1, NITEMS do recs[i] = BATCH_RECS[BATCH_BASE + i] end
-    return recs
-  end
-  return redis.call('MGET', unpack(KEYS, 1, NITEMS))
-end
 
--- decideop decides (or, reserve, reserves) the request's items, all or
--- nothing, and records a new request id's answer.
-local function decideop(reserve)
-  local replay, keep = claim()
-  if replay then return replay end
-  local recs = records()
-  local allowed, order, res = run(reserve, recs)
-  local reply = {}
-  reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, keep and 1 or 0
-  for i = 1, NITEMS do answer(reply, i, res[i], allowed, reserve) end
-  if reserve then
-    reply[REPLY_SETTLE] = settlement(allowed, order)
-  else
-    reply[REPLY_SETTLE] = ''
+-- decideop and the steps it alone takes (run, answer, records, the
+-- request id's, a reserve's, resetr); they are local to the block (the chunk's
+-- locals: TestLuaLocals).
+local decideop
+do
+  local function resetr(w)
+    if not w.resetr then w.resetr = w.E.untilfull(w.p, w.s) end
+    return w.resetr
+  end
+
+  -- run decides the request's items (recs are their records as stored):
+  -- each bucket's expired reservations returned as it is loaded, its
+  -- reports first, in order, each on its bucket's loaded state (what the
+  -- rest is decided on, and what is written whatever they say) and settling
+  -- the request's reservation, then every other item in order on its
+  -- bucket's running state (a check that reserves takes its tokens, unless
+  -- the request holds the bucket already). It answers whether all those
+  -- were allowed, the buckets in order of first use, each item's result.
+  local function run(big, recs)
+    local works, order, res, allowed = {}, {}, {}, true
+    for i = 1, NITEMS do
+      local key, b = KEYS[i], HEADER_ARGS + (i - 1) * ITEM_ARGS
+      local w = works[key]
+      if not w then
+        w = load(b, recs[i], big)
+        w.key, w.idx, w.b = key, i, b
+        if recs[i] then
+          w.hold = HOLDS.mark(recs[i])
+          HOLDS.due(w)
+        end
+        works[key] = w
+        order[#order + 1] = w
+      end
+      -- The charge follows the on_resize in ITEM_MODE (contract.go).
+      if string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1) == CHARGE_REPORT then
+        local cost = ARGV[b + ITEM_COST]
+        if w.hold then cost = HOLDS.settle(w, cost) end
+        local st, ok, rem, retry, forgiven = w.E.report(w.p, w.s, w.E.cost(cost), cost)
+        w.s, w.cur = st, st
+        if cost ~= '0' then w.dirty = true end
+        res[i] = {w = w, ok = ok, never = false, rem = rem, retry = retry, after = st, forgiven = forgiven}
+        w.last = res[i]
+      end
+    end
+    for i = 1, NITEMS do
+      if not res[i] then
+        local b = HEADER_ARGS + (i - 1) * ITEM_ARGS
+        local w, cost = works[KEYS[i]], ARGV[b + ITEM_COST]
+        local cur, ok, never, rem, retry
+        local charge = string.sub(ARGV[b + ITEM_MODE], RESIZE_BYTES + 1, RESIZE_BYTES + 1)
+        if charge == CHARGE_CHECK then
+          cur, ok, rem, retry = w.E.check(w.p, w.cur)
+          never = false
+        elseif charge == CHARGE_RESERVE and (w.reserve or w.hold and HOLDS.find(w)) then
+          -- Held already (by this request or an earlier one of its id).
+          cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost('0'))
+        else
+          cur, ok, never, rem, retry = w.E.decide(w.p, w.cur, w.E.cost(cost))
+          if ok and cost ~= '0' then w.charged = true end
+          if ok and charge == CHARGE_RESERVE then w.reserve = b end
+        end
+        w.cur = cur
+        res[i] = {w = w, ok = ok, never = never, rem = rem, retry = retry, after = cur}
+        w.last = res[i]
+        allowed = allowed and ok
+      end
+    end
+    return allowed, order, res
+  end
+
+  -- answer fills item i's reply fields. A rejected decide answers each
+  -- bucket's uncharged balance and, for a plain-number bucket, a snapshot
+  -- of it; a reserve answers both outcomes (the charged one first). A
+  -- report answers its own, whatever the request's, and its forgiven.
+  local function answer(reply, i, r, allowed, reserve)
+    local w, E = r.w, r.w.E
+    local b = REPLY_HEAD + (i - 1) * REPLY_ITEM_FIELDS
+    local flags = 0
+    if r.ok then flags = FLAG_ALLOWED end
+    if r.never then flags = flags + FLAG_NEVER end
+    local rem, reset, x1, x2 = r.rem, nil, 0, 0
+    if allowed or reserve or r.forgiven then
+      reset = E.untilfull(w.p, r.after)
+      if w.last == r then w.reseta = reset end -- the bucket's, once decided
+    end
+    local remr = rem
+    if not r.never then remr = w.s.t end
+    if r.forgiven then
+      flags, x1 = flags + FLAG_REPORT, r.forgiven
+    elseif reserve then
+      x1, x2 = E.tokens(w.p, remr), E.out(resetr(w))
+    elseif not allowed then
+      rem, reset = remr, resetr(w)
+      -- A new bucket's cursor depends on FLOOR (without expiry), which
+      -- moves: no snapshot of it then.
+      -- A bucket with reservations gets none: one may come back before
+      -- anything else refills it.
+      if E == FAST and (EXPIRE or not w.new) and not w.hold then flags, x1, x2 = flags + FLAG_SNAPSHOT, w.s.f, w.s.a end
+    end
+    reply[b + REPLY_FLAGS], reply[b + REPLY_REMAINING], reply[b + REPLY_RETRY] = flags, E.tokens(w.p, rem), E.out(r.retry)
+    reply[b + REPLY_RESET], reply[b + REPLY_EXTRA1], reply[b + REPLY_EXTRA2] = E.out(reset), x1, x2
+  end
+
+  -- records are the call's records (BATCH_RECS above).
+  local function records()
+    if BATCH_RECS and BATCH_FRESH then
+      local recs = {}
+      for i = 1, NITEMS do recs[i] = BATCH_RECS[BATCH_BASE + i] end
+      return recs
+    end
+    return redis.call('MGET', unpack(KEYS, 1, NITEMS))
+  end
+
+  -- keepid writes the request id's record, kept for ms.
+  local function keepid(rec, ms)
+    local idk = KEYS[NITEMS + 1]
+    redis.call('HSET', idk, ID_FIELD_FP, ARGV[ARG_FP], ID_FIELD_LEFT, ARGV[ARG_MAX_REPLAYS], ID_FIELD_RECORD, rec)
+    redis.call('PEXPIRE', idk, ms)
+  end
+
+  -- claim looks up the request id: its replay reply, or whether to record
+  -- this answer. A reserve claims a new id (ID_PENDING) for its settle.
+  local function claim()
+    if IDMODE == ID_NONE then return nil, false end
+    local idk = KEYS[NITEMS + 1]
+    local h = redis.call('HMGET', idk, ID_FIELD_FP, ID_FIELD_LEFT, ID_FIELD_RECORD)
+    if h[1] then
+      if h[1] == ARGV[ARG_FP] then
+        if h[3] == ID_PENDING then return {KIND_PENDING}, false end
+        if tonumber(h[2]) > 0 then
+          redis.call('HINCRBY', idk, ID_FIELD_LEFT, -1)
+          local reply = {}
+          reply[REPLY_KIND], reply[REPLY_RECORD] = KIND_REPLAY, h[3]
+          return reply, false
+        end
+      end
+      return nil, false
+    end
+    if OP == OP_RESERVE then keepid(ID_PENDING, ARGV[ARG_PENDING]) end
+    return nil, true
+  end
+  -- settlement writes a reserve's buckets: charged states when allowed, yet
+  -- a bucket whose net effect is a refund keeps its uncharged balance until
+  -- the settle (never a balance above what either outcome leaves). A
+  -- reservation is recorded then, and removed by a rollback. It returns
+  -- the settle entries: "index,dir,units,per,new,hold" (hold: a rollback's
+  -- reservation's tokens, or empty).
+  local function settlement(allowed, order)
+    local settle = {}
     for k = 1, #order do
       local w = order[k]
-      if allowed then put(w, w.cur, w.reseta, w.dirty or w.charged) else put(w, w.s, resetr(w), w.dirty) end
+      local st, ttl, dirty = w.s, nil, w.dirty
+      if allowed then
+        local ur, ua = units(w.p, w.s), units(w.p, w.cur)
+        local c, isnew, per, held = BN.cmp(ua, ur), (w.new and '1' or '0'), BN.str(w.p.p), ''
+        if w.reserve then held, dirty = HOLDS.add(w), true end
+        if c > 0 then
+          settle[#settle + 1] = table.concat({w.idx, 'c', BN.str(BN.sub(ua, ur)), per, isnew, ''}, FIELD_SEP)
+          if w.reserve then settle[#settle + 1] = table.concat({w.idx, 'u', '0', per, isnew, held}, FIELD_SEP) end
+        else
+          st, ttl = w.cur, w.reseta
+          if c < 0 or w.reserve then
+            dirty = true
+            settle[#settle + 1] = table.concat({w.idx, 'u', BN.str(BN.sub(ur, ua)), per, isnew, held}, FIELD_SEP)
+          end
+        end
+      end
+      if not ttl and EXPIRE then ttl = resetr(w) end
+      put(w, st, ttl, dirty)
     end
-    if keep then keepid(record(reply, NITEMS), ARGV[ARG_WINDOW]) end
+    return table.concat(settle, CHAIN_SEP)
   end
-  reply[REPLY_FORGOT] = forgot or ''
-  return reply
+
+  -- decideop decides (or, reserve, reserves) the request's items, all or
+  -- nothing, and records a new request id's answer.
+  function decideop(reserve)
+    local replay, keep = claim()
+    if replay then return replay end
+    local recs = records()
+    local allowed, order, res = run(reserve, recs)
+    local reply = {}
+    reply[REPLY_KIND], reply[REPLY_ALLOWED], reply[REPLY_CLAIMED] = KIND_DECIDED, allowed and 1 or 0, keep and 1 or 0
+    for i = 1, NITEMS do answer(reply, i, res[i], allowed, reserve) end
+    if reserve then
+      reply[REPLY_SETTLE] = settlement(allowed, order)
+    else
+      reply[REPLY_SETTLE] = ''
+      for k = 1, #order do
+        local w = order[k]
+        if allowed and w.reserve then HOLDS.add(w) end
+      end
+      for k = 1, #order do
+        local w = order[k]
+        if allowed then put(w, w.cur, w.reseta, w.dirty or w.charged) else put(w, w.s, resetr(w), w.dirty) end
+      end
+      if keep then keepid(record(reply, NITEMS), ARGV[ARG_WINDOW]) end
+    end
+    reply[REPLY_FORGOT] = forgot or ''
+    return reply
+  end
 end
 
 -- settleop adds units (in 1/per of a token) back to buckets, capped at
@@ -407,12 +447,19 @@ local function settleop()
       local _, c, n, per = readid(ident)
       local p = bigparams(c, n, per)
       local w = work(BIG, p, nil, ident, vh, vl, exp, false, false)
-      w.key = KEYS[i]
+      w.key, w.hold = KEYS[i], HOLDS.mark(recs[i])
       local s = refill(p, bigstate(p, t, fh, fl, ah, al), nowbig())
       local u, uper = BN.num(ARGV[b + SETTLE_UNITS]), BN.num(ARGV[b + SETTLE_PER])
       if BN.cmp(uper, p.p) ~= 0 then u = BN.divmod(BN.mul(u, p.p), uper) end
-      s = fromunits(p, BN.add(units(p, s), u), s.a)
-      if ARGV[b + SETTLE_NEW] == '1' and not EXPIRE and BN.cmp(s.t, p.c) >= 0 then
+      local n = ARGV[b + SETTLE_HOLD]
+      if n == '' then
+        s = fromunits(p, BN.add(units(p, s), u), s.a)
+      else
+        local t, more = HOLDS.unhold(w.key, p, units(p, s), u, n)
+        s = fromunits(p, t, s.a)
+        if not more then w.hold = false end
+      end
+      if ARGV[b + SETTLE_NEW] == '1' and not EXPIRE and BN.cmp(s.t, p.c) >= 0 and not w.hold then
         redis.call('DEL', w.key)
         raise(BN.str(s.a))
       else
