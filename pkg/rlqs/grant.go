@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -52,6 +53,9 @@ func (s *Service) report(sb *sub, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 	sb.weight = s.demand(allowed, denied, now-prev)
 	sb.used = satAdd(sb.used, allowed)
 	s.chargeOverage(sh, sb, now)
+	if sh.rule.Charge == policy.EveryHit {
+		s.chargeDenied(sh, sb, denied, now)
+	}
 	a := s.grant(sh, sb, now)
 	if len(sh.pushes) > 0 {
 		sb.st.pushMu.Lock()
@@ -135,10 +139,23 @@ func (s *Service) chargeOverage(sh *shared, sb *sub, now int64) {
 		s.m.storeErrors.Inc()
 		return // charged with the next report
 	default:
-		sb.c.forgiven.Add(float64(sh.results[0].Forgiven))
+		sb.c.forgiven.Add(float64(sh.forgiven()))
 	}
 	sb.c.over.Add(float64(over) * float64(sh.fill.unit))
 	sb.paid = sb.used
+}
+
+// chargeDenied charges, on a rule charged every hit, the requests Envoy
+// denied, as a report (sh.mu): ShouldRateLimit charges a refused hit of
+// such a rule too, down to -max_debt, so a client that keeps sending
+// while over the limit stays refused until it pauses, through either
+// protocol. A store that fails leaves them uncharged.
+func (s *Service) chargeDenied(sh *shared, sb *sub, denied uint64, now int64) {
+	if _, err := s.decide(sb.st.ctx, sh, store.Report, int64(min(denied, math.MaxInt64)), now); err != nil {
+		s.m.storeErrors.Inc()
+		return
+	}
+	sb.c.forgiven.Add(float64(sh.forgiven()))
 }
 
 // grant decides sb's assignment at now (sh.mu): its share of the rule's
@@ -156,21 +173,22 @@ func (s *Service) grant(sh *shared, sb *sub, now int64) *action {
 // bucket cannot pay for that, sb keeps the one it holds if the bucket
 // pays for it, or gets a smaller new one the balance pays, or DENY_ALL.
 func (s *Service) leaseTo(sh *shared, sb *sub, target int64, force bool, now int64) *action {
-	if target == 0 {
+	ttl := s.leaseTTL(sh, now)
+	if target == 0 || ttl == 0 {
 		return s.deny(sb)
 	}
 	live := sb.lease.k > 0 && now < sb.lease.expires
 	var ok bool
 	var err error
 	if !force && live && !worthChanging(sb.lease.k, target) {
-		ok, err = s.extend(sh, sb, now)
-	} else if ok, err = s.renew(sh, sb, target, now); err == nil && !ok && !force && live {
-		ok, err = s.extend(sh, sb, now)
+		ok, err = s.extend(sh, sb, ttl, now)
+	} else if ok, err = s.renew(sh, sb, target, ttl, now); err == nil && !ok && !force && live {
+		ok, err = s.extend(sh, sb, ttl, now)
 	}
 	if err == nil && !ok {
-		available := sh.results[0].Remaining/sh.fill.unit + sb.lease.unspent(sh.fill, now+int64(s.opts.DeliverySlack))
-		if k := affordable(sh.fill, available, s.ahead, target); k > 0 {
-			ok, err = s.renew(sh, sb, k, now)
+		available := sh.remaining()/sh.fill.unit + sb.lease.unspent(sh.fill, now+int64(s.opts.DeliverySlack))
+		if k := affordable(sh.fill, available, ttl+int64(s.opts.DeliverySlack), target); k > 0 {
+			ok, err = s.renew(sh, sb, k, ttl, now)
 		}
 	}
 	switch {
@@ -182,32 +200,32 @@ func (s *Service) leaseTo(sh *shared, sb *sub, target int64, force bool, now int
 	l := sb.lease
 	if tb := sb.action.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); sb.kind != actionTokenBucket ||
 		int64(tb.GetMaxTokens()) != l.m || int64(tb.GetTokensPerFill().GetValue()) != l.k ||
-		sb.action.GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration() != time.Duration(s.ttl) {
-		sb.action, sb.kind = tokenBucket(sb.id, l, sh.fill, s.ttl), actionTokenBucket
+		sb.action.GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration() != time.Duration(ttl) {
+		sb.action, sb.kind = tokenBucket(sb.id, l, sh.fill, ttl), actionTokenBucket
 	}
 	return s.sent(sb)
 }
 
-// extend pays sb's lease ahead to now + TTL + slack (sh.mu).
-func (s *Service) extend(sh *shared, sb *sub, now int64) (bool, error) {
-	cost := sb.lease.rateCost(sh.fill, now+s.ahead)
+// extend pays sb's lease ahead to now + ttl + slack (sh.mu).
+func (s *Service) extend(sh *shared, sb *sub, ttl, now int64) (bool, error) {
+	cost := sb.lease.rateCost(sh.fill, now+ttl+int64(s.opts.DeliverySlack))
 	ok, err := s.decide(sb.st.ctx, sh, store.Prepaid, cost, now)
 	if ok && err == nil {
 		sb.lease.paidRate += cost
-		sb.lease.expires = now + s.ttl
+		sb.lease.expires = now + ttl
 		s.paid(sb, cost)
 	}
 	return ok, err
 }
 
-// renew pays a new lease of k tokens per fill, for its full burst and
-// its refill ahead (sh.mu). It replaces the one sb holds when it reaches
+// renew pays a new lease of k tokens per fill living ttl, for its full
+// burst and its refill ahead (sh.mu). It replaces the one sb holds when it reaches
 // Envoy, by now + slack: the old refill paid beyond that is never spent,
 // and pays for the new one.
-func (s *Service) renew(sh *shared, sb *sub, k, now int64) (bool, error) {
+func (s *Service) renew(sh *shared, sb *sub, k, ttl, now int64) (bool, error) {
 	credit := sb.lease.unspent(sh.fill, now+int64(s.opts.DeliverySlack))
-	l := lease{k: k, m: k, start: now, expires: now + s.ttl}
-	cost := max(0, l.m+l.rateCost(sh.fill, now+s.ahead)-credit)
+	l := lease{k: k, m: k, start: now, expires: now + ttl}
+	cost := max(0, l.m+l.rateCost(sh.fill, now+ttl+int64(s.opts.DeliverySlack))-credit)
 	ok, err := s.decide(sb.st.ctx, sh, store.Prepaid, cost, now)
 	if ok && err == nil {
 		l.paidRate = credit + cost - l.m
@@ -215,6 +233,25 @@ func (s *Service) renew(sh *shared, sb *sub, k, now int64) (bool, error) {
 		s.paid(sb, cost)
 	}
 	return ok, err
+}
+
+// leaseTTL is how long a lease of sh made now may live (sh.mu): the TTL,
+// or less on a rule with a calendar budget, whose current period's bucket
+// pays the lease: a lease Envoy may spend until its arrival (by now +
+// slack) plus its TTL must end with the period, so that no period pays
+// for what Envoy spends in the next. Whole seconds, as Envoy reads them;
+// 0 when under a second of the period is left (DENY_ALL until the next
+// report after it ends, which the next period's bucket pays).
+func (s *Service) leaseTTL(sh *shared, now int64) int64 {
+	ttl := s.ttl
+	for i := range sh.rule.Bands {
+		if bud := sh.rule.Bands[i].Budget; bud != nil {
+			_, end := bud.Bounds(now)
+			left := end - now - int64(s.opts.DeliverySlack)
+			ttl = min(ttl, max(0, left)/int64(time.Second)*int64(time.Second))
+		}
+	}
+	return ttl
 }
 
 // paid books cost taken from the bucket for sb (sh.mu).
@@ -322,9 +359,10 @@ func (s *Service) abandoned(sb *sub) *action {
 	}}
 }
 
-// decide asks the store for one item of sh's bucket (sh.mu), requests
-// requests of the rule's cost, and says whether it was allowed;
-// sh.results[0] is its answer. No requests is no call.
+// decide asks the store for one item of each of sh's bands (sh.mu),
+// requests requests of the rule's cost on each, all or nothing, and says
+// whether it was allowed; sh.results[:len(rule.Bands)] are the bands'
+// answers. No requests is no call.
 func (s *Service) decide(ctx context.Context, sh *shared, charge store.Charge, requests, now int64) (bool, error) {
 	if requests == 0 {
 		return true, nil
@@ -334,9 +372,40 @@ func (s *Service) decide(ctx context.Context, sh *shared, charge store.Charge, r
 		cost = math.MaxInt64
 	}
 	sh.req.Now = now
-	sh.req.Items = append(sh.req.Items[:0], store.Item{Key: sh.key, Version: sh.rule.Version, Cost: cost, Charge: charge, Revision: sh.revision})
+	sh.req.Items = sh.req.Items[:0]
+	sh.keys = sh.keys[:0]
+	var ends [policy.MaxBands]int
+	for j := range sh.rule.Bands {
+		sh.keys = sh.rule.AppendBandKey(sh.keys, sh.entries, j, now)
+		ends[j] = len(sh.keys)
+	}
+	start := 0
+	for j := range sh.rule.Bands {
+		key := unsafe.String(&sh.keys[start], ends[j]-start) // sh.keys is not appended to again before Decide returns
+		start = ends[j]
+		sh.req.Items = append(sh.req.Items, store.Item{Key: key, Version: sh.rule.Bands[j].Version, Cost: cost, Charge: charge, Revision: sh.revision})
+	}
 	out, err := s.opts.Store.Decide(ctx, &sh.req, sh.results[:])
 	return out.Allowed, err
+}
+
+// remaining is the fewest whole requests' tokens a band of sh holds
+// after the last decide (sh.mu): what a lease can still take from all.
+func (sh *shared) remaining() int64 {
+	least := sh.results[0].Remaining
+	for _, r := range sh.results[1:len(sh.rule.Bands)] {
+		least = min(least, r.Remaining)
+	}
+	return least
+}
+
+// forgiven is the most a band of sh forgave of the last report (sh.mu).
+func (sh *shared) forgiven() int64 {
+	most := int64(0)
+	for _, r := range sh.results[:len(sh.rule.Bands)] {
+		most = max(most, r.Forgiven)
+	}
+	return most
 }
 
 func tokenBucket(id *rlqsv3.BucketId, l lease, f fill, ttl int64) *action {
