@@ -2,6 +2,7 @@ package rlqs
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,5 +203,24 @@ func TestPostPaidLeases(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.svc.m.forgiven.WithLabelValues("edge", "hits")); got <= 0 {
 		t.Fatalf("forgiven %v, want what was beyond -20", got)
+	}
+}
+
+// TestExplainBands: explain --rlqs and validate say how a rule of several
+// limits, or of a budget, is leased; a rule of one limit gets no line.
+func TestExplainBands(t *testing.T) {
+	pol := newFixture(t, postPaidPolicy, Options{}).pol.Load()
+	_, got, err := Explain(pol, "edge", map[string]string{"team": "x"})
+	if want := "5 requests (of 1 tokens) per fill_interval 1s"; err != nil || !strings.Contains(got, want) ||
+		!strings.Contains(got, "each lease is paid from all 2 of its limits at once [capacity 100, refill 10/s; capacity 50, refill 5/s], at the slowest one's rate") {
+		t.Errorf("Explain: %q, %v", got, err)
+	}
+	if notes := Reach(pol); len(notes) != 1 || !strings.Contains(notes[0], `rlqs: domain "edge" rule "tokens" (policy.yaml:4): each lease is paid from all 2 of its limits`) {
+		t.Errorf("Reach: %q", notes)
+	}
+	budget := newFixtureAt(t, budgetPolicy, Options{}, time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)).pol.Load()
+	if _, got, err := Explain(budget, "edge", map[string]string{"user": "a"}); err != nil || !strings.Contains(got, "10 requests (of 1 tokens) per fill_interval 1s") ||
+		!strings.Contains(got, "[budget 900000 per day in UTC], at the budget's pace (over its longest period), and ends with its period") {
+		t.Errorf("Explain of a budget: %q, %v", got, err)
 	}
 }
