@@ -34,6 +34,16 @@
 // has if that can be paid, or gets a smaller one the balance pays, or
 // DENY_ALL.
 //
+// A rule of several limits (policy.Band) is leased from all of them: each
+// store decision has one item per band, of one cost, all or nothing; F and
+// the fill are the slowest refilling band's (a rule of calendar budgets
+// alone: the budget's pace over its longest period, fillOfRule), and a
+// lease on a rule with a budget lives at most until its period's end
+// (leaseTTL), so that each period's bucket pays only for what Envoy spends
+// within it. A lease is pre-paid on every charge mode: on a post-paid
+// rule it never takes a band into debt, and a band in debt leases
+// nothing.
+//
 // Shares: K, the rule's whole tokens per F, is divided among the streams
 // of the replica subscribed to the bucket by their demand (allowed plus
 // denied per reporting interval), each keeping a floor of K/(4n) (at least
@@ -53,7 +63,8 @@
 // balance down to zero and the rest is forgiven, counted in
 // tokengate_rlqs_forgiven_tokens_total: such requests were served
 // already, so they are counted rather than refused. num_requests_denied is
-// demand: counted, never charged.
+// demand: counted, and charged (as reports) only on a rule charged every
+// hit, as ShouldRateLimit charges a refused hit of one.
 //
 // # The bound
 //
@@ -65,7 +76,8 @@
 //
 //	capacity + rate*t (+ max_debt of a post-paid rule)
 //
-// with no overshoot, whatever the reporting intervals and the shares. A
+// of every band that refills, and at most a budget band's budget (+ its
+// max_debt) within each of its periods, with no overshoot, whatever the reporting intervals and the shares. A
 // response that takes d > S to arrive lets its stream overshoot by at most
 // k*(d-S)/F; requests a behaviour of Envoy's own allows are charged when
 // reported. The price is held back, not overshoot: at any instant up to

@@ -2,6 +2,7 @@ package rlqs
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tokengate/tokengate/pkg/policy"
@@ -35,9 +36,32 @@ func Explain(pol *policy.Policy, domain string, id map[string]string) ([]policy.
 	case rule.Shadow:
 		return entries, "blanket_rule ALLOW_ALL: rule " + rule.Name + " is a shadow rule; its reports are charged", nil
 	}
-	f := fillOf(rule.Version.Params.Rate(), rule.Cost)
-	return entries, fmt.Sprintf("token_bucket of rule %s: %d requests (of %d tokens) per fill_interval %v shared by the streams that report it (a lone stream: max_tokens %d, tokens_per_fill %d), each lease paid from the bucket before Envoy spends it",
-		rule.Name, f.tokens, f.unit, time.Duration(f.interval), f.tokens, f.tokens), nil
+	f := fillOfRule(rule)
+	s := fmt.Sprintf("token_bucket of rule %s: %d requests (of %d tokens) per fill_interval %v shared by the streams that report it (a lone stream: max_tokens %d, tokens_per_fill %d), each lease paid from the bucket before Envoy spends it",
+		rule.Name, f.tokens, f.unit, time.Duration(f.interval), f.tokens, f.tokens)
+	if !rule.Plain() {
+		s += "; " + bandsNote(rule)
+	}
+	return entries, s, nil
+}
+
+// bandsNote says how a rule of several limits, or of a calendar budget,
+// is leased: from every band at once, at the slowest band's rate.
+func bandsNote(rule *policy.Rule) string {
+	parts := make([]string, len(rule.Bands))
+	refills := false
+	for i := range rule.Bands {
+		parts[i] = rule.Bands[i].String()
+		refills = refills || rule.Bands[i].Budget == nil
+	}
+	s := fmt.Sprintf("each lease is paid from all %d of its limits at once [%s]", len(parts), strings.Join(parts, "; "))
+	switch {
+	case !rule.HasBudget():
+		return s + ", at the slowest one's rate"
+	case refills:
+		return s + ", at the slowest refilling one's rate, and ends with a budget's period"
+	}
+	return s + ", at the budget's pace (over its longest period), and ends with its period"
 }
 
 // Reach lists what RLQS does differently from descriptors under pol
@@ -45,6 +69,8 @@ func Explain(pol *policy.Policy, domain string, id map[string]string) ([]policy.
 // earlier rule has in another order is met only by the BucketIds that
 // earlier rule refuses, and never when that rule takes any value. One line
 // a rule, in file order; none when every rule is met as a descriptor is.
+// Then, domain by domain, a line for each rule of several limits or of a
+// calendar budget: how its leases are paid (bandsNote).
 func Reach(pol *policy.Policy) []string {
 	var notes []string
 	for _, d := range pol.Domains() {
@@ -60,6 +86,11 @@ func Reach(pol *policy.Policy) []string {
 					notes = append(notes, fmt.Sprintf("rlqs: domain %q rule %q (%s:%d): a BucketId rule %q (its keys in another order) accepts meets that rule first", d, r.Name, r.File, r.Line, e.Name))
 				}
 				break
+			}
+		}
+		for _, r := range rules {
+			if r.HasBucket() && !r.Deny && !r.Plain() {
+				notes = append(notes, fmt.Sprintf("rlqs: domain %q rule %q (%s:%d): %s", d, r.Name, r.File, r.Line, bandsNote(r)))
 			}
 		}
 	}

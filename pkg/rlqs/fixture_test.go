@@ -36,8 +36,18 @@ type fixture struct {
 
 func newFixture(t tester, yaml string, opts Options) *fixture {
 	t.Helper()
+	return newFixtureAt(t, yaml, opts, time.Time{})
+}
+
+// newFixtureAt is newFixture whose clock reads wall now (the policy's
+// Anchor, for calendar budgets); the zero wall leaves the zero Anchor.
+func newFixtureAt(t tester, yaml string, opts Options, wall time.Time) *fixture {
+	t.Helper()
 	f := &fixture{t: t, clk: new(clock.Fake), reg: prometheus.NewRegistry()}
 	f.clk.Set(int64(time.Hour)) // not 0: a zero instant hides mistakes
+	if !wall.IsZero() {
+		f.comp.Anchor = clock.AnchorAt(wall, f.clk.Now())
+	}
 	f.store = memory.New(memory.Options{Clock: f.clk})
 	f.load(yaml)
 	f.opts = opts

@@ -10,7 +10,6 @@ package rlqs
 // pre-paid rule (max_debt 0) down to zero, the rest forgiven and counted.
 
 import (
-	"context"
 	"errors"
 	"math"
 	"math/bits"
@@ -52,6 +51,9 @@ func (s *Service) report(sb *sub, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 	sb.weight = s.demand(allowed, denied, now-prev)
 	sb.used = satAdd(sb.used, allowed)
 	s.chargeOverage(sh, sb, now)
+	if sh.rule.Charge == policy.EveryHit {
+		s.chargeDenied(sh, sb, denied, now)
+	}
 	a := s.grant(sh, sb, now)
 	if len(sh.pushes) > 0 {
 		sb.st.pushMu.Lock()
@@ -135,10 +137,23 @@ func (s *Service) chargeOverage(sh *shared, sb *sub, now int64) {
 		s.m.storeErrors.Inc()
 		return // charged with the next report
 	default:
-		sb.c.forgiven.Add(float64(sh.results[0].Forgiven))
+		sb.c.forgiven.Add(float64(sh.forgiven()))
 	}
 	sb.c.over.Add(float64(over) * float64(sh.fill.unit))
 	sb.paid = sb.used
+}
+
+// chargeDenied charges, on a rule charged every hit, the requests Envoy
+// denied, as a report (sh.mu): ShouldRateLimit charges a refused hit of
+// such a rule too, down to -max_debt, so a client that keeps sending
+// while over the limit stays refused until it pauses, through either
+// protocol. A store that fails leaves them uncharged.
+func (s *Service) chargeDenied(sh *shared, sb *sub, denied uint64, now int64) {
+	if _, err := s.decide(sb.st.ctx, sh, store.Report, int64(min(denied, math.MaxInt64)), now); err != nil {
+		s.m.storeErrors.Inc()
+		return
+	}
+	sb.c.forgiven.Add(float64(sh.forgiven()))
 }
 
 // grant decides sb's assignment at now (sh.mu): its share of the rule's
@@ -156,21 +171,22 @@ func (s *Service) grant(sh *shared, sb *sub, now int64) *action {
 // bucket cannot pay for that, sb keeps the one it holds if the bucket
 // pays for it, or gets a smaller new one the balance pays, or DENY_ALL.
 func (s *Service) leaseTo(sh *shared, sb *sub, target int64, force bool, now int64) *action {
-	if target == 0 {
+	ttl := s.leaseTTL(sh, now)
+	if target == 0 || ttl == 0 {
 		return s.deny(sb)
 	}
 	live := sb.lease.k > 0 && now < sb.lease.expires
 	var ok bool
 	var err error
 	if !force && live && !worthChanging(sb.lease.k, target) {
-		ok, err = s.extend(sh, sb, now)
-	} else if ok, err = s.renew(sh, sb, target, now); err == nil && !ok && !force && live {
-		ok, err = s.extend(sh, sb, now)
+		ok, err = s.extend(sh, sb, ttl, now)
+	} else if ok, err = s.renew(sh, sb, target, ttl, now); err == nil && !ok && !force && live {
+		ok, err = s.extend(sh, sb, ttl, now)
 	}
 	if err == nil && !ok {
-		available := sh.results[0].Remaining/sh.fill.unit + sb.lease.unspent(sh.fill, now+int64(s.opts.DeliverySlack))
-		if k := affordable(sh.fill, available, s.ahead, target); k > 0 {
-			ok, err = s.renew(sh, sb, k, now)
+		available := sh.remaining()/sh.fill.unit + sb.lease.unspent(sh.fill, now+int64(s.opts.DeliverySlack))
+		if k := affordable(sh.fill, available, ttl+int64(s.opts.DeliverySlack), target); k > 0 {
+			ok, err = s.renew(sh, sb, k, ttl, now)
 		}
 	}
 	switch {
@@ -182,32 +198,32 @@ func (s *Service) leaseTo(sh *shared, sb *sub, target int64, force bool, now int
 	l := sb.lease
 	if tb := sb.action.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); sb.kind != actionTokenBucket ||
 		int64(tb.GetMaxTokens()) != l.m || int64(tb.GetTokensPerFill().GetValue()) != l.k ||
-		sb.action.GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration() != time.Duration(s.ttl) {
-		sb.action, sb.kind = tokenBucket(sb.id, l, sh.fill, s.ttl), actionTokenBucket
+		sb.action.GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration() != time.Duration(ttl) {
+		sb.action, sb.kind = tokenBucket(sb.id, l, sh.fill, ttl), actionTokenBucket
 	}
 	return s.sent(sb)
 }
 
-// extend pays sb's lease ahead to now + TTL + slack (sh.mu).
-func (s *Service) extend(sh *shared, sb *sub, now int64) (bool, error) {
-	cost := sb.lease.rateCost(sh.fill, now+s.ahead)
+// extend pays sb's lease ahead to now + ttl + slack (sh.mu).
+func (s *Service) extend(sh *shared, sb *sub, ttl, now int64) (bool, error) {
+	cost := sb.lease.rateCost(sh.fill, now+ttl+int64(s.opts.DeliverySlack))
 	ok, err := s.decide(sb.st.ctx, sh, store.Prepaid, cost, now)
 	if ok && err == nil {
 		sb.lease.paidRate += cost
-		sb.lease.expires = now + s.ttl
+		sb.lease.expires = now + ttl
 		s.paid(sb, cost)
 	}
 	return ok, err
 }
 
-// renew pays a new lease of k tokens per fill, for its full burst and
-// its refill ahead (sh.mu). It replaces the one sb holds when it reaches
+// renew pays a new lease of k tokens per fill living ttl, for its full
+// burst and its refill ahead (sh.mu). It replaces the one sb holds when it reaches
 // Envoy, by now + slack: the old refill paid beyond that is never spent,
 // and pays for the new one.
-func (s *Service) renew(sh *shared, sb *sub, k, now int64) (bool, error) {
+func (s *Service) renew(sh *shared, sb *sub, k, ttl, now int64) (bool, error) {
 	credit := sb.lease.unspent(sh.fill, now+int64(s.opts.DeliverySlack))
-	l := lease{k: k, m: k, start: now, expires: now + s.ttl}
-	cost := max(0, l.m+l.rateCost(sh.fill, now+s.ahead)-credit)
+	l := lease{k: k, m: k, start: now, expires: now + ttl}
+	cost := max(0, l.m+l.rateCost(sh.fill, now+ttl+int64(s.opts.DeliverySlack))-credit)
 	ok, err := s.decide(sb.st.ctx, sh, store.Prepaid, cost, now)
 	if ok && err == nil {
 		l.paidRate = credit + cost - l.m
@@ -320,23 +336,6 @@ func (s *Service) abandoned(sb *sub) *action {
 	return &action{BucketId: sb.id, BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{
 		AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{},
 	}}
-}
-
-// decide asks the store for one item of sh's bucket (sh.mu), requests
-// requests of the rule's cost, and says whether it was allowed;
-// sh.results[0] is its answer. No requests is no call.
-func (s *Service) decide(ctx context.Context, sh *shared, charge store.Charge, requests, now int64) (bool, error) {
-	if requests == 0 {
-		return true, nil
-	}
-	cost := requests * sh.fill.unit
-	if requests > math.MaxInt64/sh.fill.unit {
-		cost = math.MaxInt64
-	}
-	sh.req.Now = now
-	sh.req.Items = append(sh.req.Items[:0], store.Item{Key: sh.key, Version: sh.rule.Version, Cost: cost, Charge: charge, Revision: sh.revision})
-	out, err := s.opts.Store.Decide(ctx, &sh.req, sh.results[:])
-	return out.Allowed, err
 }
 
 func tokenBucket(id *rlqsv3.BucketId, l lease, f fill, ttl int64) *action {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tokengate/tokengate/pkg/bucket"
+	"github.com/tokengate/tokengate/pkg/policy"
 )
 
 // fill is how a rule's rate is handed to Envoy, whose token bucket counts
@@ -21,6 +22,50 @@ type fill struct {
 	interval int64 // nanoseconds, a whole number of seconds, at least one
 	tokens   int64 // the rule's whole requests per interval, 1 to math.MaxUint32
 	unit     int64 // tokens a request costs, at least 1
+}
+
+// fillOfRule is the fill of a rule's bands: its leases are paid from
+// every band, so Envoy's token bucket refills at the slowest band's rate.
+// A calendar budget refills nothing within its period, so it counts only
+// on a rule of budgets alone, at its pace: the budget over the longest
+// its period can be (paceOf).
+func fillOfRule(rule *policy.Rule) fill {
+	var slowest, pace bucket.Rate
+	for i := range rule.Bands {
+		b := &rule.Bands[i]
+		if b.Budget != nil {
+			if r := paceOf(b); pace.IsZero() || slower(r, pace) {
+				pace = r
+			}
+		} else if r := b.Version.Params.Rate(); slowest.IsZero() || slower(r, slowest) {
+			slowest = r
+		}
+	}
+	if slowest.IsZero() {
+		slowest = pace
+	}
+	return fillOf(slowest, rule.Cost)
+}
+
+// longestPeriod is the longest a budget's period can be: a day, a week or
+// a month of 31 days, each an hour longer across a DST change.
+var longestPeriod = [...]time.Duration{policy.PerDay: 25 * time.Hour, policy.PerWeek: 7*24*time.Hour + time.Hour, policy.PerMonth: 31*24*time.Hour + time.Hour}
+
+// paceOf is a budget band's pace: its budget (at most a rate's
+// bucket.MaxRateTokens) over the longest its period can be, so that
+// leases at that pace never ask more of a period than it holds however
+// long it is. Both are in a rate's range, so NewRate cannot fail.
+func paceOf(b *policy.Band) bucket.Rate {
+	r, _ := bucket.NewRate(min(b.Version.Params.Capacity(), bucket.MaxRateTokens), longestPeriod[b.Budget.Per])
+	return r
+}
+
+// slower reports whether rate a gives fewer tokens per instant than b:
+// a.n/a.per < b.n/b.per, compared in 128 bits.
+func slower(a, b bucket.Rate) bool {
+	ah, al := bits.Mul64(uint64(a.Tokens()), uint64(b.Per()))
+	bh, bl := bits.Mul64(uint64(b.Tokens()), uint64(a.Per()))
+	return ah < bh || ah == bh && al < bl
 }
 
 // fillOf is the shortest whole-second interval in which the rate gives at

@@ -132,10 +132,11 @@ type sub struct {
 
 // shared is one tokengate bucket with subscriptions.
 type shared struct {
-	key      string
+	key      string         // the rule's key (Rule.AppendKey), its first band's unless a budget
+	entries  []policy.Entry // in the rule's order: each band's key (Rule.AppendBandKey)
 	rule     *policy.Rule
 	revision int64
-	fill     fill
+	fill     fill // of all its bands (fillOfRule)
 
 	mu      sync.Mutex
 	subs    []*sub
@@ -143,7 +144,8 @@ type shared struct {
 	shares  []int64 // scratch of shares, one per subs
 	pushes  []pending
 	req     store.Request
-	results [1]store.Result
+	keys    []byte // the bands' keys of req
+	results [policy.MaxBands]store.Result
 }
 
 // pending is an action for a stream other than the one being answered.
