@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/policy"
 	"github.com/tokengate/tokengate/pkg/rlqs"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -42,14 +43,16 @@ const rlqsTick = 100 * time.Millisecond
 const rlqsRedisConcurrency = 64
 
 // startRLQS is the RLQS service (Envoy's rate_limit_quota filter) on the
-// live policy and store, ticking until ctx ends.
-func startRLQS(ctx context.Context, s settings, current func() *policy.Policy, st store.Store, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger) (*rlqs.Service, error) {
+// live policy and store, ticking until ctx ends. Its assignments are lines
+// of the decision log, naming buckets with keys as ShouldRateLimit does.
+func startRLQS(ctx context.Context, s settings, current func() *policy.Policy, st store.Store, reg prometheus.Registerer, clk clock.Clock, log *slog.Logger, keys *keyhash.Key) (*rlqs.Service, error) {
 	concurrency := 1
 	if s.Store == "redis" {
 		concurrency = rlqsRedisConcurrency
 	}
 	svc, err := rlqs.New(rlqs.Options{
 		Policy: current, Store: st, Registerer: reg, Clock: clk, Logger: log, Concurrency: concurrency,
+		DecisionLog: decisionLog(s, log), KeyHash: keys,
 		ReportingInterval: s.RLQS.ReportingInterval, MaxStreams: s.RLQS.MaxStreams, MaxBucketsPerStream: s.RLQS.MaxBucketsPerStream,
 	})
 	if err != nil {

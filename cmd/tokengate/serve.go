@@ -104,7 +104,7 @@ func serveSettings(s settings, stderr io.Writer, notes []compatNote) error {
 	if err != nil {
 		return err
 	}
-	quotas, err := startRLQS(ctx, s, current, st.store, reg, clk, log)
+	quotas, err := startRLQS(ctx, s, current, st.store, reg, clk, log, keys)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,8 @@ func allReady(parts ...func() error) func() error {
 	}
 }
 
-// decisionLog is the service's decision log: serve's logger, at most
+// decisionLog is the decision log of ShouldRateLimit and of RLQS (each its
+// own budgets): serve's logger, at most
 // --decision-log-rate lines a second per level; 0 turns it off.
 func decisionLog(s settings, log *slog.Logger) service.DecisionLog {
 	if s.DecisionLogRate == 0 {

@@ -3,6 +3,8 @@ package rlqs
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/service"
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
@@ -46,6 +49,12 @@ var _ store.Store = (*countingStore)(nil)
 // report, instead of one call per request.
 func BenchmarkReports(b *testing.B) {
 	b.Run("answer", func(b *testing.B) { benchmarkReports(b, func(*rlqsv3.RateLimitQuotaResponse) error { return nil }) })
+	// serve's decision log at info: an assignment is a debug line, so it
+	// costs the handler's Enabled only.
+	b.Run("answer-logged", func(b *testing.B) {
+		log := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		benchmarkReportsOn(b, Options{DecisionLog: service.DecisionLog{Logger: log}}, nil, func(*rlqsv3.RateLimitQuotaResponse) error { return nil }, func() {}, func(int) {})
+	})
 	b.Run("marshal", func(b *testing.B) {
 		benchmarkReports(b, func(r *rlqsv3.RateLimitQuotaResponse) error {
 			_, err := proto.Marshal(r)

@@ -98,7 +98,11 @@
 // it) takes a new policy to every stream at once, drops from the shares
 // the subscriptions silent past T + S, and abandons (AbandonAction) the
 // buckets without a request for AbandonAfter. Metrics are registered on
-// Options.Registerer (metrics.go).
+// Options.Registerer (metrics.go). With Options.DecisionLog every action
+// sent is a line (decisionlog.go): a token bucket at debug, a DENY_ALL,
+// an answer to a failed store and an abandon at info, each level bounded
+// per second as ShouldRateLimit's decision log is, buckets named by their
+// keyed hash (Options.KeyHash), never by their values.
 //
 // # Concurrency
 //

@@ -11,6 +11,7 @@ package rlqs
 
 import (
 	"errors"
+	"log/slog"
 	"math"
 	"math/bits"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/service"
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
@@ -45,7 +47,7 @@ func (s *Service) report(sb *sub, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sb.detached {
-		return s.abandoned(sb)
+		return s.abandoned(sb, now)
 	}
 	sb.silent = false
 	sb.weight = s.demand(allowed, denied, now-prev)
@@ -172,28 +174,38 @@ func (s *Service) grant(sh *shared, sb *sub, now int64) *action {
 // pays for it, or gets a smaller new one the balance pays, or DENY_ALL.
 func (s *Service) leaseTo(sh *shared, sb *sub, target int64, force bool, now int64) *action {
 	ttl := s.leaseTTL(sh, now)
-	if target == 0 || ttl == 0 {
-		return s.deny(sb)
+	switch {
+	case target == 0:
+		return s.denied(sb, ReasonNoShare, now)
+	case ttl == 0:
+		return s.denied(sb, ReasonBudgetEnd, now)
 	}
 	live := sb.lease.k > 0 && now < sb.lease.expires
+	why := WhyNew
+	if live {
+		why = WhyRenew
+	}
 	var ok bool
 	var err error
 	if !force && live && !worthChanging(sb.lease.k, target) {
 		ok, err = s.extend(sh, sb, ttl, now)
+		why = WhyRefresh
 	} else if ok, err = s.renew(sh, sb, target, ttl, now); err == nil && !ok && !force && live {
 		ok, err = s.extend(sh, sb, ttl, now)
+		why = WhyRefresh
 	}
 	if err == nil && !ok {
 		available := sh.remaining()/sh.fill.unit + sb.lease.unspent(sh.fill, now+int64(s.opts.DeliverySlack))
 		if k := affordable(sh.fill, available, ttl+int64(s.opts.DeliverySlack), target); k > 0 {
 			ok, err = s.renew(sh, sb, k, ttl, now)
+			why = WhySmaller
 		}
 	}
 	switch {
 	case err != nil:
 		return s.storeFailed(sh, sb, now)
 	case !ok:
-		return s.deny(sb)
+		return s.denied(sb, ReasonEmpty, now)
 	}
 	l := sb.lease
 	if tb := sb.action.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); sb.kind != actionTokenBucket ||
@@ -201,6 +213,7 @@ func (s *Service) leaseTo(sh *shared, sb *sub, target int64, force bool, now int
 		sb.action.GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration() != time.Duration(ttl) {
 		sb.action, sb.kind = tokenBucket(sb.id, l, sh.fill, ttl), actionTokenBucket
 	}
+	s.dlog.assigned(sb, target, ttl, why, now)
 	return s.sent(sb)
 }
 
@@ -286,11 +299,17 @@ func (s *Service) shares(sh *shared, sb *sub) (want, others int64) {
 	return want, others
 }
 
-// storeFailed answers for a store that failed (sh.mu): the rule's
-// on_store_error allow is ALLOW_ALL; otherwise the lease held goes on for
-// as long as it is paid, and then DENY_ALL.
+// storeFailed answers for a store that failed (sh.mu), a line of the
+// decision log: the rule's on_store_error allow is ALLOW_ALL; otherwise
+// the lease held goes on for as long as it is paid, and then DENY_ALL.
 func (s *Service) storeFailed(sh *shared, sb *sub, now int64) *action {
 	s.m.storeErrors.Inc()
+	a := s.degraded(sh, sb, now)
+	s.dlog.infoLine(sb, MsgDegraded, now, slog.String(MetaAction, sb.kind))
+	return a
+}
+
+func (s *Service) degraded(sh *shared, sb *sub, now int64) *action {
 	if sh.rule.OnStoreError == policy.StoreErrorAllow {
 		sb.lease = lease{}
 		if sb.kind != actionAllowAll {
@@ -305,6 +324,13 @@ func (s *Service) storeFailed(sh *shared, sb *sub, now int64) *action {
 		sb.action, sb.kind = tokenBucket(sb.id, l, sh.fill, ttl), actionTokenBucket
 		return s.sent(sb)
 	}
+	return s.deny(sb)
+}
+
+// denied is deny, a line of the decision log: the bucket gives sb
+// nothing, for reason.
+func (s *Service) denied(sb *sub, reason string, now int64) *action {
+	s.dlog.infoLine(sb, MsgDenied, now, slog.String(service.MetaReason, reason))
 	return s.deny(sb)
 }
 
@@ -330,9 +356,10 @@ func (s *Service) sent(sb *sub) *action {
 	return sb.action
 }
 
-// abandoned counts and returns the abandon action of sb.
-func (s *Service) abandoned(sb *sub) *action {
+// abandoned counts, logs and returns the abandon action of sb.
+func (s *Service) abandoned(sb *sub, now int64) *action {
 	sb.c.abandon.Inc()
+	s.dlog.infoLine(sb, MsgAbandoned, now)
 	return &action{BucketId: sb.id, BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction_{
 		AbandonAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_AbandonAction{},
 	}}

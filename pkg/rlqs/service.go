@@ -17,7 +17,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tokengate/tokengate/pkg/clock"
+	"github.com/tokengate/tokengate/pkg/keyhash"
 	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/service"
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
@@ -39,6 +41,13 @@ type Options struct {
 	Registerer prometheus.Registerer
 	Clock      clock.Clock  // [monotonic clock]
 	Logger     *slog.Logger // [slog.Default()]
+	// DecisionLog is the log of the actions sent (decisionlog.go), with
+	// ShouldRateLimit's budgets of lines a second; a nil Logger: none.
+	DecisionLog service.DecisionLog
+	// KeyHash names a bucket in the decision log, as ShouldRateLimit's
+	// metadata and log name it given the same key (service.Options.KeyHash)
+	// [keyhash.Random()].
+	KeyHash *keyhash.Key
 
 	// ReportingInterval is the reporting_interval of the Envoys' filters
 	// [1s], at most an hour. An assignment lives TTLIntervals of them [2],
@@ -77,8 +86,9 @@ type Service struct {
 
 	opts  Options
 	m     *rlqsMetrics
-	ttl   int64 // ns, whole seconds
-	ahead int64 // ttl + slack: how far ahead a lease is paid
+	dlog  *decisionLog // nil: no decision log
+	ttl   int64        // ns, whole seconds
+	ahead int64        // ttl + slack: how far ahead a lease is paid
 
 	mu       sync.Mutex
 	pol      *policy.Policy
@@ -133,6 +143,7 @@ type sub struct {
 // shared is one tokengate bucket with subscriptions.
 type shared struct {
 	key      string         // the rule's key (Rule.AppendKey), its first band's unless a budget
+	hash     string         // key's keyed hash, for the decision log ("" with it off)
 	entries  []policy.Entry // in the rule's order: each band's key (Rule.AppendBandKey)
 	rule     *policy.Rule
 	revision int64
@@ -173,6 +184,9 @@ func New(opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.KeyHash == nil {
+		opts.KeyHash = keyhash.Random()
+	}
 	orDefault(&opts.ReportingInterval, DefaultReportingInterval)
 	if opts.ReportingInterval > time.Hour {
 		return nil, fmt.Errorf("rlqs: reporting interval %v: at most 1h", opts.ReportingInterval)
@@ -185,7 +199,7 @@ func New(opts Options) (*Service, error) {
 	orDefault(&opts.MaxBucketsPerStream, DefaultMaxBucketsPerStream)
 	ttl := (time.Duration(opts.TTLIntervals)*opts.ReportingInterval + time.Second - 1).Truncate(time.Second)
 	return &Service{
-		opts: opts, m: newMetrics(opts.Registerer),
+		opts: opts, m: newMetrics(opts.Registerer), dlog: newDecisionLog(opts.DecisionLog, opts.KeyHash),
 		ttl: int64(ttl), ahead: int64(ttl + opts.DeliverySlack),
 		stopping: make(chan struct{}),
 		streams:  make(map[*stream]struct{}), buckets: make(map[string]*shared), counters: make(map[[2]string]*ruleCounters),

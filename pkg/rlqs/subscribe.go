@@ -64,7 +64,7 @@ func (s *Service) newSub(st *stream, id *rlqsv3.BucketId, now int64) *sub {
 		key := string(rule.AppendKey(nil, entries))
 		sh := s.buckets[key]
 		if sh == nil {
-			sh = &shared{key: key, entries: entries, rule: rule, revision: s.pol.Revision(), fill: fillOfRule(rule)}
+			sh = &shared{key: key, hash: s.dlog.hash(key), entries: entries, rule: rule, revision: s.pol.Revision(), fill: fillOfRule(rule)}
 			s.buckets[key] = sh
 		}
 		sb.sh = sh

@@ -20,7 +20,7 @@ func (s *Service) Tick(now int64) {
 			case now-sb.lastUsage.Load() > int64(s.opts.AbandonAfter):
 				s.unsubscribe(sb)
 				delete(st.subs, k)
-				gone = append(gone, pending{sb, s.abandoned(sb)})
+				gone = append(gone, pending{sb, s.abandoned(sb, now)})
 			case sb.sh != nil && now-sb.lastReport.Load() > s.ahead:
 				sb.sh.mu.Lock()
 				sb.silent, sb.lease, sb.weight = true, lease{}, 0
