@@ -7,14 +7,16 @@ import (
 )
 
 // refuseBudgets refuses, wrapping store.ErrInvalid, a request with an
-// item of a calendar budget (a bucket that never refills,
-// bucket.NewBudget, expiring at its period's end, bucket.Version.Horizon):
-// the Lua divides by the refill rate and sets a key's TTL from the time
-// until full, so it decides neither yet. serve --store redis refuses such
-// policies first.
+// item of a calendar budget (a version whose buckets expire at its
+// period's end, bucket.Version.Horizon): the script sets a key's TTL from
+// the time until full, which a budget's never reaches, so it does not
+// expire them yet. A bucket that never refills (bucket.NewBudget) without
+// a horizon is decided as pkg/bucket decides it (lua/bucket.lua), its key
+// living as long as its time until full, bucket.MaxDuration. serve
+// --store redis refuses budget policies first.
 func refuseBudgets(req *store.Request) error {
 	for i := range req.Items {
-		if v := req.Items[i].Version; !v.Params.Refills() || v.Horizon != nil {
+		if v := req.Items[i].Version; v.Horizon != nil {
 			return fmt.Errorf("%w: item %d: the Redis store does not decide calendar budgets (budget, per) yet", store.ErrInvalid, i)
 		}
 	}

@@ -151,6 +151,8 @@ end
 
 -- bigparams are params from an identity's decimals; c is the capacity,
 -- with its debt bound after DEBT_SEP for a post-paid version (contract.go).
+-- A budget's (rate 0: bucket.NewBudget) has no fraction: its p is 1, so
+-- that its units (bucket.lua) are whole tokens.
 local function bigparams(c, n, p)
   local d, dn = {}, 0
   local at = string.find(c, DEBT_SEP, 1, true)
@@ -159,7 +161,7 @@ local function bigparams(c, n, p)
     c = string.sub(c, 1, at - 1)
   end
   local cap = BN.num(c)
-  return {c = BN.add(cap, d), cap = cap, n = BN.num(n), p = BN.num(p), d = d, dn = dn}
+  return {c = BN.add(cap, d), cap = cap, n = BN.num(n), p = BN.num(n == '0' and '1' or p), d = d, dn = dn}
 end
 
 -- chain parses an item's earlier versions (nearest first), each
