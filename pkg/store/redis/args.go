@@ -226,7 +226,11 @@ func fingerprint(items []store.Item) string {
 // item appends an item's arguments.
 func (s *Store) item(args []string, it *store.Item, now int64) []string {
 	v := s.versions.get(it.Version, s.pid)
-	args = v.block(args, strconv.FormatInt(it.Cost, 10), offset(now, it.Version.ActiveAt), it.Revision, it.Charge)
+	horizon := ""
+	if h := it.Version.Horizon; h != nil {
+		horizon = offset(h.End(now), now)
+	}
+	args = v.block(args, strconv.FormatInt(it.Cost, 10), offset(now, it.Version.ActiveAt), it.Revision, it.Charge, horizon)
 	if it.Reserve > 0 {
 		// A check that reserves (chargeReserve): the tokens as its cost,
 		// its lifetime after the charge.
@@ -238,8 +242,8 @@ func (s *Store) item(args []string, it *store.Item, now int64) []string {
 }
 
 // block appends the arguments of an item of charge c under v at revision
-// rev.
-func (v *versionArgs) block(args []string, cost, at string, rev int64, c store.Charge) []string {
+// rev, its buckets expiring horizon ns from now ("": when full).
+func (v *versionArgs) block(args []string, cost, at string, rev int64, c store.Charge, horizon string) []string {
 	ver := strconv.FormatInt(rev, 10) + v.params
-	return append(args, cost, at, ver+v.tail, ver, v.fast, v.modes[c], v.chain)
+	return append(args, cost, at, ver+v.tail, ver, v.fast, v.modes[c], v.chain, horizon)
 }

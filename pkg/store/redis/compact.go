@@ -43,8 +43,10 @@ const maxExact = 1 << 53
 
 // compactDecide is req's decide call at the script's instant now in
 // compact form, or nil when it cannot take one: a request id, a cost a
-// double does not hold exactly, or an activation the script's clock
-// cannot hold.
+// double does not hold exactly, an activation the script's clock cannot
+// hold, or a version whose buckets expire at a horizon (a calendar
+// budget's, which depends on the request's instant: a batch's versions
+// are shared by its calls).
 func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *compactCall {
 	if req.ID != "" {
 		return nil
@@ -57,7 +59,7 @@ func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *c
 	}
 	for i := range req.Items {
 		it := &req.Items[i]
-		if it.Cost >= maxExact || it.Cost <= -maxExact {
+		if it.Cost >= maxExact || it.Cost <= -maxExact || it.Version.Horizon != nil {
 			return nil
 		}
 		v := s.versions.get(it.Version, s.pid)
@@ -192,7 +194,7 @@ func (t *batchTables) appendTables(args []string) []string {
 	}
 	for _, x := range t.versions {
 		act, _ := x.s.scriptInstant(x.v.activeAt)
-		args = x.v.block(args, "", act, x.rev, x.charge)
+		args = x.v.block(args, "", act, x.rev, x.charge, "")
 	}
 	return args
 }

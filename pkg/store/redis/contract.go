@@ -60,6 +60,7 @@ const (
 	itemFast               // capacity, rate tokens, period, max debt as fastFormat, or "" when they do not fit
 	itemMode               // on_resize, "clamp" or "scale" (resizeBytes), then the item's charge (see chargeCheck)
 	itemChain              // earlier versions (see encodeVersion)
+	itemHorizon            // ns from now until the version's buckets expire (bucket.Version.Horizon), or ""
 	itemArgs    = iota
 )
 
