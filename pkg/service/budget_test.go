@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
+	"github.com/tokengate/tokengate/pkg/store/redis"
 )
 
 const budgetPolicy = `
@@ -29,13 +32,20 @@ domains:
 // anchor mapping reading 0 to wall.
 func budgetService(t *testing.T, src string, wall time.Time) *fixture {
 	t.Helper()
+	return budgetServiceOn(t, src, wall, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) })
+}
+
+// budgetServiceOn is budgetService on the store newStore makes from the
+// fixture's clock.
+func budgetServiceOn(t *testing.T, src string, wall time.Time, newStore func(*clock.Fake) store.Store) *fixture {
+	t.Helper()
 	pol, err := (&policy.Compiler{Anchor: clock.AnchorAt(wall, 0)}).Compile("p.yaml", []byte(src), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pol.Activate()
 	clk := new(clock.Fake)
-	st := memory.New(memory.Options{Clock: clk})
+	st := newStore(clk)
 	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: st, StoreName: "memory", Metrics: metrics.New(prometheus.NewRegistry()), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +57,25 @@ func budgetService(t *testing.T, src string, wall time.Time) *fixture {
 // days waits for the next midnight: 22.5 h into the day of 23 hours, 24.5 h
 // into the day of 25.
 func TestBudgetDSTDays(t *testing.T) {
+	budgetDSTDays(t, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) })
+}
+
+// TestBudgetDSTDaysRedis: the same on a real redis-server, which decides
+// each period's bucket as the memory store does.
+func TestBudgetDSTDaysRedis(t *testing.T) {
+	client := redisClient(t)
+	n := 0
+	budgetDSTDays(t, func(clk *clock.Fake) store.Store {
+		n++
+		st, err := redis.New(redis.Options{Client: client, KeyPrefix: fmt.Sprintf("budget%d:", n), Timeout: 5 * time.Second, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
+}
+
+func budgetDSTDays(t *testing.T, newStore func(*clock.Fake) store.Store) {
 	loc, err := time.LoadLocation("Europe/Madrid")
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +86,7 @@ func TestBudgetDSTDays(t *testing.T) {
 		month time.Month
 		retry string
 	}{{29, time.March, "81000"}, {25, time.October, "88200"}, {24, time.October, "84600"}} {
-		f := budgetService(t, daily, time.Date(2026, c.month, c.day, 0, 30, 0, 0, loc))
+		f := budgetServiceOn(t, daily, time.Date(2026, c.month, c.day, 0, 30, 0, 0, loc), newStore)
 		if r := f.call(t, 5, descr("user_id", "a")); r.OverallCode != ok {
 			t.Fatalf("%v %d: the budget: %v", c.month, c.day, r)
 		}
