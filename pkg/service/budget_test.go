@@ -63,16 +63,22 @@ func TestBudgetDSTDays(t *testing.T) {
 // TestBudgetDSTDaysRedis: the same on a real redis-server, which decides
 // each period's bucket as the memory store does.
 func TestBudgetDSTDaysRedis(t *testing.T) {
+	budgetDSTDays(t, redisStores(t, "dst"))
+}
+
+// redisStores makes Redis stores on one redis-server, each of its own key
+// prefix (name and a count), so that fixtures share no bucket.
+func redisStores(t *testing.T, name string) func(*clock.Fake) store.Store {
 	client := redisClient(t)
 	n := 0
-	budgetDSTDays(t, func(clk *clock.Fake) store.Store {
+	return func(clk *clock.Fake) store.Store {
 		n++
-		st, err := redis.New(redis.Options{Client: client, KeyPrefix: fmt.Sprintf("budget%d:", n), Timeout: 5 * time.Second, Clock: clk})
+		st, err := redis.New(redis.Options{Client: client, KeyPrefix: fmt.Sprintf("%s%d:", name, n), Timeout: 5 * time.Second, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st
-	})
+	}
 }
 
 func budgetDSTDays(t *testing.T, newStore func(*clock.Fake) store.Store) {
@@ -176,6 +182,15 @@ const monthUnit = rlsv3.RateLimitResponse_RateLimit_MONTH
 // store, against a plain model: what was spent per calendar date (or
 // month) of the request's wall time in the zone.
 func TestBudgetModel(t *testing.T) {
+	budgetModel(t, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) })
+}
+
+// TestBudgetModelRedis: the same on a real redis-server.
+func TestBudgetModelRedis(t *testing.T) {
+	budgetModel(t, redisStores(t, "model"))
+}
+
+func budgetModel(t *testing.T, newStore func(*clock.Fake) store.Store) {
 	rapid.Check(t, func(rt *rapid.T) {
 		zone := rapid.SampledFrom([]string{"UTC", "Europe/Madrid", "America/New_York", "Australia/Lord_Howe"}).Draw(rt, "zone")
 		loc, err := time.LoadLocation(zone)
@@ -186,7 +201,7 @@ func TestBudgetModel(t *testing.T) {
 		budget := rapid.Int64Range(1, 20).Draw(rt, "budget")
 		start := time.Unix(rapid.Int64Range(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).Unix()).Draw(rt, "start"), 0)
 		src := "domains:\n  edge:\n    - name: b\n      match: [{key: k}]\n      limits:\n        - {budget: " + strconv.FormatInt(budget, 10) + ", per: " + per + ", time_zone: " + zone + "}\n"
-		f := budgetService(t, src, start)
+		f := budgetServiceOn(t, src, start, newStore)
 		// The model's period of a wall time: its date, its Monday's date,
 		// or its month, in the zone; and when the next one starts.
 		period := func(w time.Time) (string, time.Time) {
@@ -233,8 +248,17 @@ func TestBudgetModel(t *testing.T) {
 // into debt; checks are refused until the period ends, and the next
 // period starts whole: the debt does not carry over.
 func TestBudgetDebtForgivenAtBoundary(t *testing.T) {
+	budgetDebtForgiven(t, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) })
+}
+
+// TestBudgetDebtForgivenAtBoundaryRedis: the same on a real redis-server.
+func TestBudgetDebtForgivenAtBoundaryRedis(t *testing.T) {
+	budgetDebtForgiven(t, redisStores(t, "debt"))
+}
+
+func budgetDebtForgiven(t *testing.T, newStore func(*clock.Fake) store.Store) {
 	const src = "domains:\n  edge:\n    - name: b\n      match: [{key: k}]\n      charge: after_response\n      limits:\n        - {budget: 100, per: day}\n"
-	f := budgetService(t, src, time.Date(2026, 6, 1, 23, 0, 0, 0, time.UTC))
+	f := budgetServiceOn(t, src, time.Date(2026, 6, 1, 23, 0, 0, 0, time.UTC), newStore)
 	if r := f.call(t, 0, hits(descr("k", "v"), 150)); r.OverallCode != over || r.Statuses[0].LimitRemaining != 0 {
 		t.Fatalf("a report into debt: %v", r)
 	}
