@@ -68,12 +68,12 @@ func encodeVersion(v *bucket.Version, pid string) *versionArgs {
 // packFast packs p as fastFormat when (capacity+max debt)*period <
 // fastLimit, the condition under which the script's plain-number path is
 // exact (lua/fast.lua): a balance lies between -max debt and capacity.
-// A budget (bucket.NewBudget, rate 0) is never packed: its waits are
-// bucket.MaxDuration, which no double holds, so the bignum path decides
-// it (lua/bucket.lua).
+// A budget's (bucket.NewBudget, rate 0) period is 1, as the script's
+// bignum path takes it (lua/codec.lua, bigparams): its balance has no
+// fraction.
 func packFast(p bucket.Params) string {
-	c, d, n, per := uint64(p.Capacity()), uint64(p.MaxDebt()), uint64(p.Rate().Tokens()), uint64(p.Rate().Per())
-	if hi, lo := bits.Mul64(c+d, per); n == 0 || hi != 0 || lo >= fastLimit {
+	c, d, n, per := uint64(p.Capacity()), uint64(p.MaxDebt()), uint64(p.Rate().Tokens()), uint64(max(p.Rate().Per(), 1))
+	if hi, lo := bits.Mul64(c+d, per); hi != 0 || lo >= fastLimit {
 		return ""
 	}
 	return string(appendDoubles(make([]byte, 0, 32), float64(c), float64(n), float64(per), float64(d)))

@@ -223,9 +223,10 @@ local function readbatch(args, nc, nv)
     if string.sub(act, 1, 1) ~= '-' then BACT[2 * i - 1], BACT[2 * i] = split(act) end
     BFAST[i] = false
     if fp ~= '' then
-      -- k: the items' charge (itemMode).
+      -- k: the items' charge (itemMode). A budget (n = 0, whose waits
+      -- are decimals: fast.lua) is left to the general path.
       local c, n, per, d = struct.unpack(FAST_FORMAT, fp)
-      BFAST[i] = {c = c, n = n, p = per, d = d, k = string.sub(args[vo + ITEM_MODE], RESIZE_BYTES + 1)}
+      if n ~= 0 then BFAST[i] = {c = c, n = n, p = per, d = d, k = string.sub(args[vo + ITEM_MODE], RESIZE_BYTES + 1)} end
     end
   end
 end
