@@ -18,7 +18,8 @@ func (d after) End(at int64) int64 { return at + int64(d) }
 
 // TestTTLAtHorizon: a budget's bucket (it never refills, so it is never
 // full again) lives until its version's horizon and twice the tolerance,
-// as a refilling one lives until full (TestTTLUntilFull); its waits are
+// as a refilling one lives until full (TestTTLUntilFull), in a compact
+// call and in one laid out in full alike; its waits are
 // bucket.MaxDuration; a refund that fills it deletes it, and once its key
 // expired it is new, full, again.
 func TestTTLAtHorizon(t *testing.T) {
@@ -50,6 +51,14 @@ func TestTTLAtHorizon(t *testing.T) {
 	}
 	if got, want := pttl("a"), 3000+2*tol.Milliseconds(); got > want || got < want-200 {
 		t.Fatalf("PTTL %dms, want about %dms (until the horizon and twice the tolerance)", got, want)
+	}
+	// A request id's call is laid out in full, not compact: the same life.
+	req := &store.Request{Now: s.opts.Clock.Now(), ID: "r1", Items: []store.Item{{Key: "c", Version: v, Cost: 1}}}
+	if _, err := s.Decide(context.Background(), req, res); err != nil || res[0].Remaining != 9 {
+		t.Fatalf("with a request id: %+v, %v", res[0], err)
+	}
+	if got, want := pttl("c"), 3000+2*tol.Milliseconds(); got > want || got < want-200 {
+		t.Fatalf("with a request id: PTTL %dms, want about %dms", got, want)
 	}
 	_, res = decide(t, s, 0, store.Item{Key: "a", Version: v, Cost: 7})
 	if res[0].Allowed || res[0].Remaining != 6 || res[0].RetryAfter != bucket.MaxDuration {

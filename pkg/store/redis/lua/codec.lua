@@ -250,8 +250,8 @@ local function atoffset(nh, nl, act)
 end
 
 -- classic lays a compact call out as alone: its context's header and its
--- versions' blocks, with its own instant, floor, items, costs and
--- activations set (s from pos holds its items).
+-- versions' blocks, with its own instant, floor, items, costs,
+-- activations and horizons set (s from pos holds its items).
 local function classic(co, nh, nl, fh, fl, n, s, pos)
   local a = {unpack(BARGS, co + 1, co + HEADER_ARGS)}
   a[ARG_NOW], a[ARG_ITEMS], a[ARG_FLOOR] = hldec(nh, nl), string.format('%d', n), ''
@@ -262,6 +262,12 @@ local function classic(co, nh, nl, fh, fl, n, s, pos)
     local vo, b = VBASE + (vi - 1) * ITEM_ARGS, HEADER_ARGS + (i - 1) * ITEM_ARGS
     for f = 1, ITEM_ARGS do a[b + f] = BARGS[vo + f] end
     a[b + ITEM_COST], a[b + ITEM_AT] = string.format('%.0f', cost), atoffset(nh, nl, BARGS[vo + ITEM_AT])
+    -- A horizon, an instant here, is ns from now there (0 once past).
+    local hz = a[b + ITEM_HORIZON]
+    if hz ~= '' then
+      hz = atoffset(nh, nl, hz)
+      a[b + ITEM_HORIZON] = string.sub(hz, 1, 1) == '-' and string.sub(hz, 2) or '0'
+    end
   end
   return a
 end
