@@ -153,13 +153,7 @@ func (sd luaSeed) encode() *rapidStream {
 func (s *rapidStream) params(p luaParams) {
 	if p.n == 0 {
 		s.intRange(0, 4, 0)
-		if p.capacity <= 100 {
-			s.index(2, 0)
-			s.intRange(1, 100, p.capacity)
-		} else {
-			s.index(2, 1)
-			s.intRange(1, bucket.MaxCapacity, p.capacity)
-		}
+		s.capacity(2, p.capacity)
 		return
 	}
 	s.intRange(0, 4, 1)
@@ -179,17 +173,24 @@ func (s *rapidStream) params(p luaParams) {
 		s.intRange(1, bucket.MaxRatePer, p.per)
 	}
 	edge := min(max(int64(fastLimit)/p.per, 3), bucket.MaxCapacity-2)
-	switch {
-	case p.capacity >= edge-2 && p.capacity <= edge+2:
+	if p.capacity >= edge-2 && p.capacity <= edge+2 {
 		s.index(3, 2)
 		s.intRange(edge-2, edge+2, p.capacity)
-	case p.capacity <= 100:
-		s.index(3, 0)
-		s.intRange(1, 100, p.capacity)
-	default:
-		s.index(3, 1)
-		s.intRange(1, bucket.MaxCapacity, p.capacity)
+		return
 	}
+	s.capacity(3, p.capacity)
+}
+
+// capacity writes the draw of capacity c from drawParams' OneOf of n
+// generators, the first two 1..100 and 1..MaxCapacity.
+func (s *rapidStream) capacity(n int, c int64) {
+	if c <= 100 {
+		s.index(n, 0)
+		s.intRange(1, 100, c)
+		return
+	}
+	s.index(n, 1)
+	s.intRange(1, bucket.MaxCapacity, c)
 }
 
 func indexOf(xs []int64, x int64) int {
