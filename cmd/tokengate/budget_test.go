@@ -9,23 +9,6 @@ import (
 	"time"
 )
 
-// TestRedisRefusesBudgets: with --store redis a policy with a calendar
-// budget stops the start, naming the rule and the way out.
-func TestRedisRefusesBudgets(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "policy.yaml")
-	src := "domains:\n  llm:\n    - name: tokens\n      match: [{key: user_id}]\n      limits:\n        - {budget: 1000, per: day}\n"
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	want := `policy.yaml:3: domain "llm" rule "tokens": limits: a calendar budget (budget, per) needs --store memory for now`
-	var stderr bytes.Buffer
-	err := serve([]string{"--store", "redis", "--redis-addr", "127.0.0.1:1", "--policy", path,
-		"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, &stderr)
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("start with --store redis: %v, want an error containing %s", err, want)
-	}
-}
-
 // TestSimulateStart: --start places the trace's t=0 on the wall clock, so
 // a daily budget comes back whole at the trace's first midnight.
 func TestSimulateStart(t *testing.T) {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
 	"github.com/tokengate/tokengate/pkg/policy"
+	"github.com/tokengate/tokengate/pkg/store"
 	"github.com/tokengate/tokengate/pkg/store/memory"
+	"github.com/tokengate/tokengate/pkg/store/redis"
 )
 
 const budgetPolicy = `
@@ -29,13 +32,20 @@ domains:
 // anchor mapping reading 0 to wall.
 func budgetService(t *testing.T, src string, wall time.Time) *fixture {
 	t.Helper()
+	return budgetServiceOn(t, src, wall, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) })
+}
+
+// budgetServiceOn is budgetService on the store newStore makes from the
+// fixture's clock.
+func budgetServiceOn(t *testing.T, src string, wall time.Time, newStore func(*clock.Fake) store.Store) *fixture {
+	t.Helper()
 	pol, err := (&policy.Compiler{Anchor: clock.AnchorAt(wall, 0)}).Compile("p.yaml", []byte(src), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pol.Activate()
 	clk := new(clock.Fake)
-	st := memory.New(memory.Options{Clock: clk})
+	st := newStore(clk)
 	svc, err := New(Options{Policy: func() *policy.Policy { return pol }, Store: st, StoreName: "memory", Metrics: metrics.New(prometheus.NewRegistry()), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +57,31 @@ func budgetService(t *testing.T, src string, wall time.Time) *fixture {
 // days waits for the next midnight: 22.5 h into the day of 23 hours, 24.5 h
 // into the day of 25.
 func TestBudgetDSTDays(t *testing.T) {
+	budgetDSTDays(t, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) })
+}
+
+// TestBudgetDSTDaysRedis: the same on a real redis-server, which decides
+// each period's bucket as the memory store does.
+func TestBudgetDSTDaysRedis(t *testing.T) {
+	budgetDSTDays(t, redisStores(t, "dst"))
+}
+
+// redisStores makes Redis stores on one redis-server, each of its own key
+// prefix (name and a count), so that fixtures share no bucket.
+func redisStores(t *testing.T, name string) func(*clock.Fake) store.Store {
+	client := redisClient(t)
+	n := 0
+	return func(clk *clock.Fake) store.Store {
+		n++
+		st, err := redis.New(redis.Options{Client: client, KeyPrefix: fmt.Sprintf("%s%d:", name, n), Timeout: 5 * time.Second, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+}
+
+func budgetDSTDays(t *testing.T, newStore func(*clock.Fake) store.Store) {
 	loc, err := time.LoadLocation("Europe/Madrid")
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +92,7 @@ func TestBudgetDSTDays(t *testing.T) {
 		month time.Month
 		retry string
 	}{{29, time.March, "81000"}, {25, time.October, "88200"}, {24, time.October, "84600"}} {
-		f := budgetService(t, daily, time.Date(2026, c.month, c.day, 0, 30, 0, 0, loc))
+		f := budgetServiceOn(t, daily, time.Date(2026, c.month, c.day, 0, 30, 0, 0, loc), newStore)
 		if r := f.call(t, 5, descr("user_id", "a")); r.OverallCode != ok {
 			t.Fatalf("%v %d: the budget: %v", c.month, c.day, r)
 		}
@@ -147,6 +182,15 @@ const monthUnit = rlsv3.RateLimitResponse_RateLimit_MONTH
 // store, against a plain model: what was spent per calendar date (or
 // month) of the request's wall time in the zone.
 func TestBudgetModel(t *testing.T) {
+	budgetModel(t, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) })
+}
+
+// TestBudgetModelRedis: the same on a real redis-server.
+func TestBudgetModelRedis(t *testing.T) {
+	budgetModel(t, redisStores(t, "model"))
+}
+
+func budgetModel(t *testing.T, newStore func(*clock.Fake) store.Store) {
 	rapid.Check(t, func(rt *rapid.T) {
 		zone := rapid.SampledFrom([]string{"UTC", "Europe/Madrid", "America/New_York", "Australia/Lord_Howe"}).Draw(rt, "zone")
 		loc, err := time.LoadLocation(zone)
@@ -157,7 +201,7 @@ func TestBudgetModel(t *testing.T) {
 		budget := rapid.Int64Range(1, 20).Draw(rt, "budget")
 		start := time.Unix(rapid.Int64Range(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).Unix()).Draw(rt, "start"), 0)
 		src := "domains:\n  edge:\n    - name: b\n      match: [{key: k}]\n      limits:\n        - {budget: " + strconv.FormatInt(budget, 10) + ", per: " + per + ", time_zone: " + zone + "}\n"
-		f := budgetService(t, src, start)
+		f := budgetServiceOn(t, src, start, newStore)
 		// The model's period of a wall time: its date, its Monday's date,
 		// or its month, in the zone; and when the next one starts.
 		period := func(w time.Time) (string, time.Time) {
@@ -204,8 +248,17 @@ func TestBudgetModel(t *testing.T) {
 // into debt; checks are refused until the period ends, and the next
 // period starts whole: the debt does not carry over.
 func TestBudgetDebtForgivenAtBoundary(t *testing.T) {
+	budgetDebtForgiven(t, func(clk *clock.Fake) store.Store { return memory.New(memory.Options{Clock: clk}) })
+}
+
+// TestBudgetDebtForgivenAtBoundaryRedis: the same on a real redis-server.
+func TestBudgetDebtForgivenAtBoundaryRedis(t *testing.T) {
+	budgetDebtForgiven(t, redisStores(t, "debt"))
+}
+
+func budgetDebtForgiven(t *testing.T, newStore func(*clock.Fake) store.Store) {
 	const src = "domains:\n  edge:\n    - name: b\n      match: [{key: k}]\n      charge: after_response\n      limits:\n        - {budget: 100, per: day}\n"
-	f := budgetService(t, src, time.Date(2026, 6, 1, 23, 0, 0, 0, time.UTC))
+	f := budgetServiceOn(t, src, time.Date(2026, 6, 1, 23, 0, 0, 0, time.UTC), newStore)
 	if r := f.call(t, 0, hits(descr("k", "v"), 150)); r.OverallCode != over || r.Statuses[0].LimitRemaining != 0 {
 		t.Fatalf("a report into debt: %v", r)
 	}

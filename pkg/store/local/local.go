@@ -124,9 +124,10 @@ func (s *Store) mirror(v, base *bucket.Version, afterID uint64) *bucket.Version 
 		p := path[i]
 		if l == nil {
 			l = bucket.NewVersion(p.ID, s.scale(p.Params), p.ActiveAt)
-			continue
+		} else {
+			l = l.Next(p.ID, s.scale(p.Params), p.ActiveAt, p.OnResize)
 		}
-		l = l.Next(p.ID, s.scale(p.Params), p.ActiveAt, p.OnResize)
+		l.Horizon = p.Horizon // a calendar budget's buckets expire here too
 	}
 	return l
 }
@@ -141,9 +142,13 @@ func (s *Store) forgetRemoved() {
 }
 
 // scale returns p with capacity, rate and debt bound times the share,
-// rounded down.
+// rounded down; a budget's (bucket.NewBudget) stays a budget.
 func (s *Store) scale(p bucket.Params) bucket.Params {
 	capacity := max(p.Capacity()*s.milli/1000, 1) // capacity <= 10^15, milli <= 1000: no overflow
+	if !p.Refills() {
+		out, err := bucket.NewBudget(capacity)
+		return s.withDebt(p, out, err)
+	}
 	r := p.Rate()
 	tokens := new(big.Int).Mul(big.NewInt(r.Tokens()), big.NewInt(s.milli))
 	per := new(big.Int).Mul(big.NewInt(int64(r.Per())), big.NewInt(1000))
@@ -174,11 +179,17 @@ func (s *Store) scale(p bucket.Params) bucket.Params {
 		}
 	}
 	out, err := bucket.NewParams(capacity, rate)
+	return s.withDebt(p, out, err)
+}
+
+// withDebt is out with p's debt bound times the share, rounded down, or p
+// itself should either fail (unreachable for a valid p).
+func (s *Store) withDebt(p bucket.Params, out bucket.Params, err error) bucket.Params {
 	if err == nil {
 		out, err = out.WithMaxDebt(p.MaxDebt() * s.milli / 1000) // <= 10^15 * 1000: no overflow
 	}
 	if err != nil {
-		return p // unreachable for valid p; keep the rule's own parameters
+		return p // keep the rule's own parameters
 	}
 	return out
 }

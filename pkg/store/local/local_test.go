@@ -35,6 +35,21 @@ func TestScale(t *testing.T) {
 				got.Capacity(), got.Rate(), tc.wantCapacity, tc.wantRate)
 		}
 	}
+	// A budget stays one, its capacity and debt bound scaled.
+	s, err := New(Options{Share: 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bucket.NewBudget(1000)
+	if err == nil {
+		b, err = b.WithMaxDebt(100)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.scale(b); got.Refills() || got.Capacity() != 250 || got.MaxDebt() != 25 {
+		t.Errorf("a quarter of a budget of 1000 (debt 100): %d at %s, debt %d; want a budget of 250, debt 25", got.Capacity(), got.Rate(), got.MaxDebt())
+	}
 	for _, bad := range []float64{-1, 1.5} {
 		if _, err := New(Options{Share: bad}); err == nil {
 			t.Errorf("share %v accepted", bad)
@@ -68,5 +83,41 @@ func TestFollowsLineage(t *testing.T) {
 	s.Decide(context.Background(), &store.Request{Now: int64(time.Second), Items: []store.Item{{Key: "k", Version: v2}}}, res)
 	if res[0].Remaining != 2 {
 		t.Fatalf("1 of 5 scaled to 10: %d, want 2", res[0].Remaining)
+	}
+}
+
+// endAt is a horizon ending every bucket at the instant e.
+type endAt int64
+
+func (e endAt) End(int64) int64 { return int64(e) }
+
+// TestBudget: a calendar budget's local bucket is a budget of the share
+// that never refills, and its version carries the rule version's horizon,
+// so that the sweep expires it as it expires the rule's own buckets.
+func TestBudget(t *testing.T) {
+	s, _ := New(Options{Share: 0.5})
+	p, err := bucket.NewBudget(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := bucket.NewVersion(1, p, 0)
+	v.Horizon = endAt(int64(time.Hour))
+	v.Lineage().Publish(v)
+	res := make([]store.Result, 1)
+	decide := func(now, cost int64) store.Result {
+		t.Helper()
+		if _, err := s.Decide(context.Background(), &store.Request{Now: now, Items: []store.Item{{Key: "k", Version: v, Cost: cost}}}, res); err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	if r := decide(0, 5); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("the local half of 10: %+v", r)
+	}
+	if r := decide(int64(time.Hour-1), 1); r.Allowed || r.RetryAfter != bucket.MaxDuration {
+		t.Fatalf("a budget refills nothing: %+v", r)
+	}
+	if l := s.version(v); l.Horizon != v.Horizon || l.Params.Refills() {
+		t.Fatalf("the local version: horizon %v, refills %v; want the rule's horizon, a budget", l.Horizon, l.Params.Refills())
 	}
 }

@@ -68,8 +68,11 @@ func encodeVersion(v *bucket.Version, pid string) *versionArgs {
 // packFast packs p as fastFormat when (capacity+max debt)*period <
 // fastLimit, the condition under which the script's plain-number path is
 // exact (lua/fast.lua): a balance lies between -max debt and capacity.
+// A budget's (bucket.NewBudget, rate 0) period is 1, as the script's
+// bignum path takes it (lua/codec.lua, bigparams): its balance has no
+// fraction.
 func packFast(p bucket.Params) string {
-	c, d, n, per := uint64(p.Capacity()), uint64(p.MaxDebt()), uint64(p.Rate().Tokens()), uint64(p.Rate().Per())
+	c, d, n, per := uint64(p.Capacity()), uint64(p.MaxDebt()), uint64(p.Rate().Tokens()), uint64(max(p.Rate().Per(), 1))
 	if hi, lo := bits.Mul64(c+d, per); hi != 0 || lo >= fastLimit {
 		return ""
 	}
@@ -223,7 +226,11 @@ func fingerprint(items []store.Item) string {
 // item appends an item's arguments.
 func (s *Store) item(args []string, it *store.Item, now int64) []string {
 	v := s.versions.get(it.Version, s.pid)
-	args = v.block(args, strconv.FormatInt(it.Cost, 10), offset(now, it.Version.ActiveAt), it.Revision, it.Charge)
+	horizon := ""
+	if h := it.Version.Horizon; h != nil {
+		horizon = offset(h.End(now), now)
+	}
+	args = v.block(args, strconv.FormatInt(it.Cost, 10), offset(now, it.Version.ActiveAt), it.Revision, it.Charge, horizon)
 	if it.Reserve > 0 {
 		// A check that reserves (chargeReserve): the tokens as its cost,
 		// its lifetime after the charge.
@@ -235,8 +242,8 @@ func (s *Store) item(args []string, it *store.Item, now int64) []string {
 }
 
 // block appends the arguments of an item of charge c under v at revision
-// rev.
-func (v *versionArgs) block(args []string, cost, at string, rev int64, c store.Charge) []string {
+// rev, its buckets expiring horizon ns from now ("": when full).
+func (v *versionArgs) block(args []string, cost, at string, rev int64, c store.Charge, horizon string) []string {
 	ver := strconv.FormatInt(rev, 10) + v.params
-	return append(args, cost, at, ver+v.tail, ver, v.fast, v.modes[c], v.chain)
+	return append(args, cost, at, ver+v.tail, ver, v.fast, v.modes[c], v.chain, horizon)
 }

@@ -19,12 +19,15 @@ import (
 // any other case lays the call out as alone, in the script, and takes the
 // general path, which answers the same.
 
-// compactItem is one item of a compact call.
+// compactItem is one item of a compact call; horizon is the instant, on
+// the script's clock, its version's buckets expire (its itemHorizon in a
+// batch's version table), or "".
 type compactItem struct {
-	v      *versionArgs
-	rev    int64
-	cost   int64
-	charge store.Charge
+	v       *versionArgs
+	rev     int64
+	cost    int64
+	charge  store.Charge
+	horizon string
 }
 
 // compactCall is a decide call to be packed when its batch is sent.
@@ -43,8 +46,8 @@ const maxExact = 1 << 53
 
 // compactDecide is req's decide call at the script's instant now in
 // compact form, or nil when it cannot take one: a request id, a cost a
-// double does not hold exactly, or an activation the script's clock
-// cannot hold.
+// double does not hold exactly, or an activation or horizon the script's
+// clock cannot hold.
 func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *compactCall {
 	if req.ID != "" {
 		return nil
@@ -67,6 +70,13 @@ func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *c
 			}
 		}
 		c.items[i] = compactItem{v: v, rev: it.Revision, cost: it.Cost, charge: it.Charge}
+		if h := it.Version.Horizon; h != nil {
+			// A calendar budget's: the end of the request's period.
+			var ok bool
+			if c.items[i].horizon, ok = s.scriptInstant(h.End(req.Now)); !ok {
+				return nil
+			}
+		}
 	}
 	if s.opts.RequestTime {
 		if f := s.forgot.Load(); f != minInt64 {
@@ -125,12 +135,14 @@ type batchTables struct {
 }
 
 // batchVersion is a version of a batch's items: one per version,
-// revision and charge, the charge traveling in its block (itemMode).
+// revision, charge and horizon (items of one calendar budget in two
+// periods differ), the charge traveling in its block (itemMode).
 type batchVersion struct {
-	s      *Store
-	v      *versionArgs
-	rev    int64
-	charge store.Charge
+	s       *Store
+	v       *versionArgs
+	rev     int64
+	charge  store.Charge
+	horizon string
 }
 
 func (t *batchTables) store(s *Store) int {
@@ -145,11 +157,11 @@ func (t *batchTables) store(s *Store) int {
 
 func (t *batchTables) version(s *Store, it *compactItem) int {
 	for i, x := range t.versions {
-		if x.v == it.v && x.rev == it.rev && x.charge == it.charge {
+		if x.v == it.v && x.rev == it.rev && x.charge == it.charge && x.horizon == it.horizon {
 			return i + 1
 		}
 	}
-	t.versions = append(t.versions, batchVersion{s, it.v, it.rev, it.charge})
+	t.versions = append(t.versions, batchVersion{s, it.v, it.rev, it.charge, it.horizon})
 	return len(t.versions)
 }
 
@@ -183,7 +195,7 @@ func appendDoubles(b []byte, xs ...float64) []byte {
 
 // appendTables appends t's contexts (each store's header, its per-call
 // fields empty) and versions (each an item's block with no cost and its
-// activation on the script's clock).
+// activation and horizon on the script's clock).
 func (t *batchTables) appendTables(args []string) []string {
 	for _, s := range t.stores {
 		n := len(args)
@@ -192,7 +204,7 @@ func (t *batchTables) appendTables(args []string) []string {
 	}
 	for _, x := range t.versions {
 		act, _ := x.s.scriptInstant(x.v.activeAt)
-		args = x.v.block(args, "", act, x.rev, x.charge)
+		args = x.v.block(args, "", act, x.rev, x.charge, x.horizon)
 	}
 	return args
 }

@@ -60,6 +60,7 @@ const (
 	itemFast               // capacity, rate tokens, period, max debt as fastFormat, or "" when they do not fit
 	itemMode               // on_resize, "clamp" or "scale" (resizeBytes), then the item's charge (see chargeCheck)
 	itemChain              // earlier versions (see encodeVersion)
+	itemHorizon            // ns from now until the version's buckets expire (bucket.Version.Horizon), or ""
 	itemArgs    = iota
 )
 
@@ -131,8 +132,9 @@ const (
 // the number of calls, of contexts and of versions (batchHead), then each
 // context (headerArgs each: a call's header with its per-call fields
 // empty, so that its store's constants are sent once), each version
-// (itemArgs each: an item's block with itemCost empty and itemAt the
-// version's activation on the script's clock, a signed decimal), one
+// (itemArgs each: an item's block with itemCost empty, and itemAt the
+// version's activation and itemHorizon its horizon's end, or "", on the
+// script's clock, signed decimals), one
 // argument of each call's key and argument counts (callCountsFormat each;
 // the key count is negative when an earlier call of the batch has one of
 // the call's keys, so that the call reads its records as the batch left

@@ -26,6 +26,9 @@ import (
 // around the bound too), checks and reports (of costs up to int64's
 // largest, past what a double holds) mixed with pre-paid items, so that
 // debts are charged, refilled, forgiven and carried through transitions.
+// A fifth of the parameters are budgets (bucket.NewBudget: no refill,
+// waits of bucket.MaxDuration), so that transitions to, from and between
+// them are compared too; the test counts budget decisions as well.
 func TestLuaMatchesBucket(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
@@ -38,14 +41,21 @@ func TestLuaMatchesBucket(t *testing.T) {
 			checkSequence(rt, s, i%2 == 1)
 		}
 	})
-	t.Logf("decisions by path: plain numbers %d, bignums %d; in debt after %d", paths[0], paths[1], paths[2])
-	if paths[0] == 0 || paths[1] == 0 || paths[2] == 0 {
-		t.Fatalf("decisions by path (plain numbers, bignums), in debt: %v; want each", paths)
+	t.Logf("decisions by path: plain numbers %d, bignums %d; in debt after %d; budgets %d", paths[0], paths[1], paths[2], paths[3])
+	if paths[0] == 0 || paths[1] == 0 || paths[2] == 0 || paths[3] == 0 {
+		t.Fatalf("decisions by path (plain numbers, bignums), in debt, budgets: %v; want each", paths)
 	}
 }
 
 // drawParams draws a bucket's parameters and, postPaid, its debt bound.
 func drawParams(rt *rapid.T, postPaid bool) bucket.Params {
+	if rapid.IntRange(0, 4).Draw(rt, "budget") == 0 {
+		p, err := bucket.NewBudget(rapid.OneOf(rapid.Int64Range(1, 100), rapid.Int64Range(1, bucket.MaxCapacity)).Draw(rt, "capacity"))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		return drawDebt(rt, p, postPaid, bucket.MaxDebt-2)
+	}
 	n := rapid.OneOf(rapid.Int64Range(1, 10), rapid.Int64Range(1, bucket.MaxRateTokens)).Draw(rt, "n")
 	per := rapid.OneOf(rapid.SampledFrom([]int64{1, int64(time.Millisecond), int64(time.Second), int64(time.Hour)}),
 		rapid.Int64Range(1, bucket.MaxRatePer)).Draw(rt, "per")
@@ -62,23 +72,29 @@ func drawParams(rt *rapid.T, postPaid bool) bucket.Params {
 	if err != nil {
 		rt.Fatal(err)
 	}
+	// Debts on either side of the bound on (capacity+debt)*period.
+	return drawDebt(rt, p, postPaid, min(max(edge-capacity, 2), bucket.MaxDebt-2))
+}
+
+// drawDebt is p with, postPaid, a debt bound drawn up to MaxDebt and
+// around room.
+func drawDebt(rt *rapid.T, p bucket.Params, postPaid bool, room int64) bucket.Params {
 	if !postPaid {
 		return p
 	}
-	// Debts on either side of the bound on (capacity+debt)*period.
-	room := min(max(edge-capacity, 2), bucket.MaxDebt-2)
 	debt := rapid.OneOf(rapid.Int64Range(0, 100), rapid.Int64Range(0, bucket.MaxDebt),
 		rapid.Int64Range(room-2, room+2)).Draw(rt, "debt")
-	if p, err = p.WithMaxDebt(debt); err != nil {
+	p, err := p.WithMaxDebt(debt)
+	if err != nil {
 		rt.Fatal(err)
 	}
 	return p
 }
 
 // paths counts the decisions checkSequence made with parameters that fit
-// the plain-number path, and with those that do not, and the decisions
-// that left a debt.
-var paths [3]int
+// the plain-number path, and with those that do not, the decisions that
+// left a debt, and those of a budget.
+var paths [4]int
 
 // checkSequence compares one bucket's sequence through s with pkg/bucket;
 // postPaid, its items are checks and reports too, its versions have debt
@@ -128,6 +144,9 @@ func checkSequence(rt *rapid.T, s *Store, postPaid bool) {
 		}
 		if final.Tokens < 0 {
 			paths[2]++
+		}
+		if !v.Params.Refills() {
+			paths[3]++
 		}
 		res := make([]store.Result, 1)
 		out, err := s.Decide(context.Background(), &store.Request{Now: now, Items: []store.Item{it}}, res)

@@ -41,12 +41,12 @@ func FuzzLuaMatchesBucket(f *testing.F) {
 }
 
 // luaPadWords is more words than any sequence draws: 12 steps of at most
-// 23 words (dt, kind, mode, new parameters), and 21 for the first
+// 24 words (dt, kind, mode, new parameters), and 22 for the first
 // parameters, the start and the number of steps.
 const luaPadWords = 320
 
 // luaParams are the draws of drawParams: the rate n/per (before reducing)
-// and the capacity.
+// and the capacity; n = 0 is a budget of the capacity.
 type luaParams struct{ n, per, capacity int64 }
 
 // luaStep is one step of checkSequence: dt, then a decision of cost, or,
@@ -95,6 +95,15 @@ var luaSeeds = []luaSeed{
 		{dt: 0, cost: bucket.MaxCapacity}, {dt: 1, cost: bucket.MaxCapacity + 1}, {dt: 1 << 62, cost: 3},
 		{dt: 1 << 62, cost: 0}, {dt: 1 << 62, cost: 2},
 	}},
+	// A budget: spent, refused for ever, refunded; converted to a rate and
+	// back, in both on_resize modes.
+	{luaParams{0, 0, 10}, 0, []luaStep{
+		{dt: 0, cost: 7}, {dt: 1 << 62, cost: 4}, {dt: 1, cost: -2},
+		{dt: int64(time.Second), next: &luaParams{1, int64(time.Second), 20}, mode: 1},
+		{dt: int64(time.Second), cost: 1},
+		{dt: int64(time.Millisecond), next: &luaParams{0, 0, 5}, mode: 0},
+		{dt: int64(time.Hour), cost: 5}, {dt: 0, cost: 1},
+	}},
 	// The longest period.
 	{luaParams{3, bucket.MaxRatePer, 2}, 0, []luaStep{{dt: 0, cost: 2}, {dt: bucket.MaxRatePer / 3, cost: 1}, {dt: 1 << 40, cost: 1}}},
 }
@@ -139,8 +148,15 @@ func (sd luaSeed) encode() *rapidStream {
 	return s
 }
 
-// params writes drawParams' draws.
+// params writes drawParams' draws; n = 0 is a budget's (bucket.NewBudget:
+// only its capacity is drawn).
 func (s *rapidStream) params(p luaParams) {
+	if p.n == 0 {
+		s.intRange(0, 4, 0)
+		s.capacity(2, p.capacity)
+		return
+	}
+	s.intRange(0, 4, 1)
 	if p.n <= 10 {
 		s.index(2, 0)
 		s.intRange(1, 10, p.n)
@@ -157,17 +173,24 @@ func (s *rapidStream) params(p luaParams) {
 		s.intRange(1, bucket.MaxRatePer, p.per)
 	}
 	edge := min(max(int64(fastLimit)/p.per, 3), bucket.MaxCapacity-2)
-	switch {
-	case p.capacity >= edge-2 && p.capacity <= edge+2:
+	if p.capacity >= edge-2 && p.capacity <= edge+2 {
 		s.index(3, 2)
 		s.intRange(edge-2, edge+2, p.capacity)
-	case p.capacity <= 100:
-		s.index(3, 0)
-		s.intRange(1, 100, p.capacity)
-	default:
-		s.index(3, 1)
-		s.intRange(1, bucket.MaxCapacity, p.capacity)
+		return
 	}
+	s.capacity(3, p.capacity)
+}
+
+// capacity writes the draw of capacity c from drawParams' OneOf of n
+// generators, the first two 1..100 and 1..MaxCapacity.
+func (s *rapidStream) capacity(n int, c int64) {
+	if c <= 100 {
+		s.index(n, 0)
+		s.intRange(1, 100, c)
+		return
+	}
+	s.index(n, 1)
+	s.intRange(1, bucket.MaxCapacity, c)
 }
 
 func indexOf(xs []int64, x int64) int {

@@ -119,9 +119,6 @@ func (s *Store) Decide(ctx context.Context, req *store.Request, results []store.
 	if len(req.Items) == 0 {
 		return store.Outcome{Allowed: true}, nil
 	}
-	if err := refuseBudgets(req); err != nil {
-		return store.Outcome{}, err
-	}
 	tags := requestTags(req)
 	if s.deny != nil && s.deny.answer(req, tags, results) {
 		s.metrics.denyHits.Inc()

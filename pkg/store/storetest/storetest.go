@@ -66,6 +66,7 @@ func Run(t *testing.T, newStore Factory, opts ...Options) {
 	t.Run("replay", func(t *testing.T) { testReplay(t, newStore(t)) })
 	t.Run("invalid", func(t *testing.T) { testInvalid(t, newStore(t)) })
 	t.Run("concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
+	t.Run("budget", func(t *testing.T) { testBudget(t, newStore(t)) })
 	runPostPaid(t, newStore, o.Lacks&PostPaid == 0)
 	t.Run("model", func(t *testing.T) { testModel(t, newStore, o.Lacks&PostPaid == 0) })
 	runReserve(t, newStore, o.Lacks&(PostPaid|Reserve) == 0, o.Sweep)

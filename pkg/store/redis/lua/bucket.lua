@@ -28,12 +28,13 @@ do
   end
 
   -- refill: min(capacity, s + (now-a)*rate); a now at or before the cursor
-  -- means no time passed.
+  -- means no time passed. A budget's (rate 0) only moves the cursor.
   function refill(p, s, now)
     if cmp(now, s.a) <= 0 then return s end
     local elapsed = sub(now, s.a)
     s = {t = s.t, f = s.f, a = now}
     if cmp(s.t, p.c) >= 0 then s.t, s.f = p.c, ZERO; return s end
+    if iszero(p.n) then return s end -- a budget: nothing comes back
     local gain = add(mul(elapsed, p.n), s.f)
     local room = mul(sub(p.c, s.t), p.p)
     if cmp(gain, room) >= 0 then s.t, s.f = p.c, ZERO; return s end
@@ -44,9 +45,10 @@ do
   end
 
   -- untilhas: ns until s holds want tokens (shifted), counted from its
-  -- cursor, saturated at MAXD.
+  -- cursor, saturated at MAXD; a budget's lacking tokens never has them.
   local function untilhas(p, s, want)
     if cmp(s.t, want) >= 0 then return ZERO end
+    if iszero(p.n) then return MAXD end
     local missing = sub(mul(sub(want, s.t), p.p), s.f)
     local q, r = divmod(missing, p.n)
     if not iszero(r) then q = add(q, ONE) end
@@ -123,12 +125,19 @@ do
   -- transition: refill with the old params up to at, then convert the
   -- balance (mode 'scale' or 'clamp'); the cursor stays at max(a, at). A
   -- debt carries over in tokens under either mode, clamped to the new
-  -- bound; scale scales only a balance at zero or above.
+  -- bound; scale scales only a balance at zero or above. To or from a
+  -- budget, scale keeps whole tokens, and a fraction converts to 0 (a
+  -- budget's p is 1: bigparams).
   function transition(s, from, to, at, mode)
     s = refill(from, s, at)
     if sameparams(from, to) then return s end
     s = copy(s)
     local debt = cmp(s.t, from.d) < 0
+    if mode == 'scale' and not debt and (iszero(from.n) or iszero(to.n)) then
+      -- A budget has no fraction: whole tokens, rounded down.
+      s.t, s.f = add(divmod(mul(sub(s.t, from.d), to.cap), from.cap), to.d), ZERO
+      return s
+    end
     if mode == 'scale' and not debt then
       local u = add(mul(sub(s.t, from.d), from.p), s.f)
       u = mul(mul(u, to.cap), to.p)

@@ -151,6 +151,8 @@ end
 
 -- bigparams are params from an identity's decimals; c is the capacity,
 -- with its debt bound after DEBT_SEP for a post-paid version (contract.go).
+-- A budget's (rate 0: bucket.NewBudget) has no fraction: its p is 1, so
+-- that its units (bucket.lua) are whole tokens.
 local function bigparams(c, n, p)
   local d, dn = {}, 0
   local at = string.find(c, DEBT_SEP, 1, true)
@@ -159,7 +161,7 @@ local function bigparams(c, n, p)
     c = string.sub(c, 1, at - 1)
   end
   local cap = BN.num(c)
-  return {c = BN.add(cap, d), cap = cap, n = BN.num(n), p = BN.num(p), d = d, dn = dn}
+  return {c = BN.add(cap, d), cap = cap, n = BN.num(n), p = BN.num(n == '0' and '1' or p), d = d, dn = dn}
 end
 
 -- chain parses an item's earlier versions (nearest first), each
@@ -221,9 +223,10 @@ local function readbatch(args, nc, nv)
     if string.sub(act, 1, 1) ~= '-' then BACT[2 * i - 1], BACT[2 * i] = split(act) end
     BFAST[i] = false
     if fp ~= '' then
-      -- k: the items' charge (itemMode).
+      -- k: the items' charge (itemMode). A budget (n = 0, whose waits
+      -- are decimals: fast.lua) is left to the general path.
       local c, n, per, d = struct.unpack(FAST_FORMAT, fp)
-      BFAST[i] = {c = c, n = n, p = per, d = d, k = string.sub(args[vo + ITEM_MODE], RESIZE_BYTES + 1)}
+      if n ~= 0 then BFAST[i] = {c = c, n = n, p = per, d = d, k = string.sub(args[vo + ITEM_MODE], RESIZE_BYTES + 1)} end
     end
   end
 end
@@ -247,8 +250,8 @@ local function atoffset(nh, nl, act)
 end
 
 -- classic lays a compact call out as alone: its context's header and its
--- versions' blocks, with its own instant, floor, items, costs and
--- activations set (s from pos holds its items).
+-- versions' blocks, with its own instant, floor, items, costs,
+-- activations and horizons set (s from pos holds its items).
 local function classic(co, nh, nl, fh, fl, n, s, pos)
   local a = {unpack(BARGS, co + 1, co + HEADER_ARGS)}
   a[ARG_NOW], a[ARG_ITEMS], a[ARG_FLOOR] = hldec(nh, nl), string.format('%d', n), ''
@@ -259,6 +262,12 @@ local function classic(co, nh, nl, fh, fl, n, s, pos)
     local vo, b = VBASE + (vi - 1) * ITEM_ARGS, HEADER_ARGS + (i - 1) * ITEM_ARGS
     for f = 1, ITEM_ARGS do a[b + f] = BARGS[vo + f] end
     a[b + ITEM_COST], a[b + ITEM_AT] = string.format('%.0f', cost), atoffset(nh, nl, BARGS[vo + ITEM_AT])
+    -- A horizon, an instant here, is ns from now there (0 once past).
+    local hz = a[b + ITEM_HORIZON]
+    if hz ~= '' then
+      hz = atoffset(nh, nl, hz)
+      a[b + ITEM_HORIZON] = string.sub(hz, 1, 1) == '-' and string.sub(hz, 2) or '0'
+    end
   end
   return a
 end

@@ -8,7 +8,9 @@
 -- bucket.State keeps it, its fraction f still in [0, p).
 --
 -- Why it is exact: a bucket is fast only when (c+d)*p < FAST_LIMIT (the
--- store sends its parameters packed only then; see itemFast). A balance
+-- store sends its parameters packed only then; see itemFast). A budget's
+-- n is 0 and p 1: frefill only moves its cursor (no gain, less than a
+-- token), and funtil returns before dividing by n. A balance
 -- lies in [-d, c], so every balance in units (t*p + f) is within
 -- FAST_LIMIT of zero, and every room ((c-t)*p) and every missing amount
 -- ((want-t)*p - f for want in 1..c) is below FAST_LIMIT; a report's
@@ -51,9 +53,12 @@ local function frefill(p, t, f, a)
 end
 
 -- funtil: ns until the state holds want tokens, from its cursor, then
--- from now.
+-- from now. A budget's (rate 0) lacking tokens never has them: its wait is
+-- bucket.MaxDuration, as a decimal (no double holds it), which the reply
+-- carries as it carries the bignum path's.
 local function funtil(p, t, f, a, want)
   if t >= want then return 0 end
+  if p.n == 0 then return '9223372036854775807' end
   local q, r = fdiv((want - t) * p.p - f, p.n)
   if r > 0 then q = q + 1 end
   if a > 0 then q = q + a end

@@ -87,13 +87,14 @@ end
 -- loading or a report (dirty), its last item's result (last), its
 -- reservations' mark (hold: holds.lua), the ARGV index before the item
 -- that reserves it now (reserve), if any, and how long (ms) the hash must
--- live for it (holdms). Every
+-- live for it (holdms), and the ms its key lives for a version with a
+-- horizon (horizon: a calendar budget's, whose bucket never fills). Every
 -- field is set here, at once: a Lua table that grows field by field is
 -- rehashed at every power of two.
 local function work(E, p, s, id, vh, vl, exp, new, dirty)
   return {E = E, p = p, s = s, cur = s, id = id, vh = vh, vl = vl, exp = exp, new = new, dirty = dirty,
     key = false, idx = 0, b = 0, charged = false, reseta = false, resetr = false, last = false,
-    hold = false, reserve = false, holdms = false}
+    hold = false, reserve = false, holdms = false, horizon = false}
 end
 
 -- newbucket is a bucket not stored yet: full, its cursor at now or, if
@@ -194,7 +195,8 @@ end
 -- a new full one, whose cursor is reported instead. A bucket with
 -- reservations is never deleted nor left unstored as full (it still owes
 -- them back), its record carries their mark, and their hash lives as long
--- as the record.
+-- as the record. A version with a horizon (ITEM_HORIZON) sets the time
+-- until full aside: its key lives until the horizon and the tolerance.
 local function put(w, st, ttl, dirty)
   local E = w.E
   if EXPIRE then
@@ -216,7 +218,7 @@ local function put(w, st, ttl, dirty)
     redis.call('SET', w.key, writerec(t, fh, fl, ah, al, vh, vl, 0, id))
     return
   end
-  local px = renewpx(E.ms(ttl), tonumber(ARGV[ARG_TOLERANCE]), w.exp)
+  local px = renewpx(w.horizon or E.ms(ttl), tonumber(ARGV[ARG_TOLERANCE]), w.exp)
   -- The hash lives as long as the record, and a new reservation's life.
   if w.hold and (px or w.holdms) then HOLDS.live(w, math.max(px or w.exp - nowms(), w.holdms or 0)) end
   if not px then
@@ -258,6 +260,8 @@ do
       if not w then
         w = load(b, recs[i], big)
         w.key, w.idx, w.b = key, i, b
+        local hz = ARGV[b + ITEM_HORIZON]
+        if hz ~= '' then w.horizon = BIG.ms(BN.num(hz)) end
         if recs[i] then
           w.hold = HOLDS.mark(recs[i])
           HOLDS.due(w)
@@ -463,6 +467,8 @@ local function settleop()
         redis.call('DEL', w.key)
         raise(BN.str(s.a))
       else
+        -- A budget's key keeps the life its decide gave it (its horizon's).
+        if BN.iszero(p.n) then w.horizon = math.max(exp - nowms() - 2 * tonumber(ARGV[ARG_TOLERANCE]), 1) end
         put(w, s, untilfull(p, s, nowbig()), true)
       end
     end
