@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -107,30 +106,9 @@ func TestNativeYAMLPostPaid(t *testing.T) {
 	}
 }
 
-// TestCompileUnsupported: a Compiler's Unsupported refuses rules at their
-// line, consuming no versions; a change of max_debt is a new version.
-func TestCompileUnsupported(t *testing.T) {
-	c := &Compiler{Unsupported: func(r *Rule) error {
-		if r.PostPaid() {
-			return errors.New("charge: after_response needs --store memory for now")
-		}
-		return nil
-	}}
-	_, err := c.Compile("policy.yaml", []byte(postPaidPolicy), nil, 0)
-	var errs Errors
-	if !errors.As(err, &errs) || len(errs) != 2 || errs[0].Line != 3 ||
-		errs[0].Error() != `policy.yaml:3: domain "llm" rule "tokens": charge: after_response needs --store memory for now` {
-		t.Fatalf("got %v, want the two post-paid rules refused", err)
-	}
-	pre := strings.ReplaceAll(postPaidPolicy, "charge: after_response", "charge: before_request")
-	pre = strings.ReplaceAll(pre, "max_debt: 100000", "cost: 1")
-	p1, err := c.Compile("policy.yaml", []byte(pre), nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id := p1.Rule("llm", "tokens").Version.ID; id != 1 {
-		t.Fatalf("the refused policy consumed versions: first ID %d", id)
-	}
+// TestMaxDebtVersions: a change of max_debt is a new version of its rule
+// alone.
+func TestMaxDebtVersions(t *testing.T) {
 	var cc Compiler
 	q1, err := cc.Compile("policy.yaml", []byte(postPaidPolicy), nil, 0)
 	if err != nil {

@@ -13,11 +13,6 @@ import (
 // and increasing; a process keeps one Compiler for its whole life. The zero
 // Compiler is ready to use and it is safe for concurrent use.
 type Compiler struct {
-	// Unsupported, when not nil, says what the store the policies are for
-	// cannot decide: a limited rule it returns an error for is refused
-	// with that error, at the rule's line, as an invalid field is. Set it
-	// before the first Compile.
-	Unsupported func(*Rule) error
 	// OnStoreError, when set, is the on_store_error of the rules that name
 	// none, in either format (serve's --on-store-error); nil is
 	// DefaultStoreErrorMode. Set it before the first Compile.
@@ -62,8 +57,7 @@ func (c *Compiler) referenceCharge() Charge {
 //     are removed when the new policy is activated.
 //
 // now is the monotonic instant (the store's clock) from which new versions
-// apply. A file that does not validate, or that has a rule Unsupported
-// refuses, returns Errors, consumes no version IDs and changes nothing. Compile publishes nothing: call Activate when
+// apply. A file that does not validate returns Errors, consumes no version IDs and changes nothing. Compile publishes nothing: call Activate when
 // the returned policy starts serving.
 func (c *Compiler) Compile(file string, data []byte, prev *Policy, now int64) (*Policy, error) {
 	return c.CompileFiles(file, []File{{Name: file, Data: data}}, prev, now)
@@ -73,9 +67,6 @@ func (c *Compiler) Compile(file string, data []byte, prev *Policy, now int64) (*
 // either format (files.go).
 func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int64) (*Policy, error) {
 	p, err := parseFiles(name, files, c.referenceCharge())
-	if err == nil {
-		err = c.supported(p)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -109,29 +100,6 @@ func (c *Compiler) CompileFiles(name string, files []File, prev *Policy, now int
 		}
 	}
 	return p, nil
-}
-
-// supported returns the Errors of p's limited rules that Unsupported
-// refuses.
-func (c *Compiler) supported(p *Policy) error {
-	if c.Unsupported == nil {
-		return nil
-	}
-	var errs Errors
-	for _, name := range p.names {
-		for _, r := range p.domains[name].rules {
-			if !r.HasBucket() {
-				continue
-			}
-			if err := c.Unsupported(r); err != nil {
-				errs = append(errs, &Issue{File: r.File, Line: r.Line, Domain: r.Domain, Rule: r.Name, Err: err})
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
 }
 
 // versions sets the version of each band of r, which follows on from the

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -129,21 +128,6 @@ func TestReserveTTLPattern(t *testing.T) {
 		if err != nil && re.MatchString(s) {
 			t.Errorf("%q: the pattern accepts what the parser refuses (%v)", s, err)
 		}
-	}
-}
-
-// TestCompileUnsupportedReserve: a Compiler may refuse reserve rules only.
-func TestCompileUnsupportedReserve(t *testing.T) {
-	c := &Compiler{Unsupported: func(r *Rule) error {
-		if r.Reserves() {
-			return errors.New("reserve: not on this store")
-		}
-		return nil
-	}}
-	_, err := c.Compile("policy.yaml", []byte(reservePolicy), nil, 0)
-	var errs Errors
-	if !errors.As(err, &errs) || len(errs) != 2 || errs[0].Line != 4 || errs[1].Line != 10 {
-		t.Fatalf("got %v, want the two reserve rules refused", err)
 	}
 }
 
