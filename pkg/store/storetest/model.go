@@ -117,9 +117,9 @@ func newModel() *model {
 
 // testModel runs random requests, version changes, stale policies and clock
 // steps (backwards too) against decideModel: every answer must be equal.
-// With postPaid, rule versions have debt bounds and items are checks and
-// reports as well as pre-paid.
-func testModel(t *testing.T, newStore Factory, postPaid bool) {
+// Rule versions have debt bounds and items are checks and reports as well
+// as pre-paid.
+func testModel(t *testing.T, newStore Factory) {
 	rapid.Check(t, func(rt *rapid.T) {
 		s := newStore(t)
 		rules := []*bucket.Version{Version(t, 1, 5, "2/s"), Version(t, 2, 40, "7/3s")}
@@ -136,9 +136,7 @@ func testModel(t *testing.T, newStore Factory, postPaid bool) {
 				rate := rapid.SampledFrom([]string{"1/s", "3/s", "5/2s", "100/m"}).Draw(rt, "rate")
 				mode := bucket.ResizeMode(rapid.IntRange(0, 1).Draw(rt, "mode"))
 				p := Params(t, capacity, rate)
-				if postPaid {
-					p, _ = p.WithMaxDebt(rapid.SampledFrom([]int64{0, 0, 1, 7, 60}).Draw(rt, "debt"))
-				}
+				p, _ = p.WithMaxDebt(rapid.SampledFrom([]int64{0, 0, 1, 7, 60}).Draw(rt, "debt"))
 				stale[r] = rules[r]
 				rules[r] = rules[r].Next(nextID, p, now, mode)
 				rules[r].Lineage().Publish(rules[r])
@@ -152,10 +150,7 @@ func testModel(t *testing.T, newStore Factory, postPaid bool) {
 				if rapid.IntRange(0, 5).Draw(rt, "stale") == 0 {
 					v = stale[k/2]
 				}
-				it := store.Item{Key: keys[k], Version: v}
-				if postPaid {
-					it.Charge = store.Charge(rapid.IntRange(0, 2).Draw(rt, "charge"))
-				}
+				it := store.Item{Key: keys[k], Version: v, Charge: store.Charge(rapid.IntRange(0, 2).Draw(rt, "charge"))}
 				switch it.Charge {
 				case store.Prepaid:
 					it.Cost = rapid.Int64Range(-2, v.Params.Capacity()+1).Draw(rt, "cost")

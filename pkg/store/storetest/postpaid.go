@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -11,36 +9,26 @@ import (
 )
 
 // runPostPaid runs the tests of post-paid items (store.Check and
-// store.Report) when the store has them, and otherwise checks that it
-// refuses them, saying that it lacks them.
-func runPostPaid(t *testing.T, newStore Factory, has bool) {
-	runCapability(t, newStore, has, "PostPaid", []capabilityTest{
+// store.Report).
+func runPostPaid(t *testing.T, newStore Factory) {
+	runEach(t, newStore, []namedTest{
 		{"post-paid check and report", testCheckAndReport},
 		{"post-paid reports first", testReportsFirst},
 		{"post-paid debt bound", testDebtBound},
 		{"post-paid versions", testPostPaidVersions},
 		{"post-paid replay", testPostPaidReplay},
 	})
-	if !has {
-		t.Run("post-paid refused", func(t *testing.T) { testPostPaidRefused(t, newStore(t)) })
-	}
 }
 
-type capabilityTest struct {
+type namedTest struct {
 	name string
 	test func(*testing.T, store.Store)
 }
 
-// runCapability runs the tests of a capability on fresh stores, or skips
-// each, saying that the store lacks the capability.
-func runCapability(t *testing.T, newStore Factory, has bool, capability string, tests []capabilityTest) {
+// runEach runs each test on a fresh store.
+func runEach(t *testing.T, newStore Factory, tests []namedTest) {
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if !has {
-				t.Skipf("the store lacks the %s capability (storetest.Options.Lacks)", capability)
-			}
-			tc.test(t, newStore(t))
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.test(t, newStore(t)) })
 	}
 }
 
@@ -184,21 +172,4 @@ func testPostPaidReplay(t *testing.T, s store.Store) {
 	if a, _ := balance(t, s, 0, "a", v); a != 40 {
 		t.Fatalf("a repeated report was charged again: %d left, want 40", a)
 	}
-}
-
-// testPostPaidRefused: a store without post-paid items refuses every
-// request with one, changing nothing.
-func testPostPaidRefused(t *testing.T, s store.Store) {
-	v := PostPaidVersion(t, 1, 10, "1/h", 10)
-	for _, it := range []store.Item{check("a", v), report("a", v, 3)} {
-		items := []store.Item{{Key: "b", Version: v, Cost: 2}, it}
-		_, err := s.Decide(context.Background(), &store.Request{Items: items}, make([]store.Result, len(items)))
-		if !errors.Is(err, store.ErrInvalid) {
-			t.Fatalf("charge %d: got %v, want ErrInvalid", it.Charge, err)
-		}
-	}
-	if a, b := remaining(t, s, 0, "a", v), remaining(t, s, 0, "b", v); a != 10 || b != 10 {
-		t.Fatalf("a refused request changed state: a=%d b=%d", a, b)
-	}
-	t.Log("the store lacks the PostPaid capability: it refuses checks and reports")
 }

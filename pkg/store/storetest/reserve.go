@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -12,11 +11,9 @@ import (
 	"github.com/tokengate/tokengate/pkg/store"
 )
 
-// runReserve runs the tests of reservations (store.Item.Reserve) when the
-// store has them, and otherwise checks that it refuses them, saying that
-// it lacks them.
-func runReserve(t *testing.T, newStore Factory, has bool, sweep func(store.Store, int64)) {
-	runCapability(t, newStore, has, "Reserve", []capabilityTest{
+// runReserve runs the tests of reservations (store.Item.Reserve).
+func runReserve(t *testing.T, newStore Factory, sweep func(store.Store, int64)) {
+	runEach(t, newStore, []namedTest{
 		{"reserve holds", testReserveHolds},
 		{"reserve settles", testReserveSettles},
 		{"reserve retried", testReserveRetried},
@@ -24,11 +21,7 @@ func runReserve(t *testing.T, newStore Factory, has bool, sweep func(store.Store
 		{"reserve in one request", testReserveOneRequest},
 		{"reserve concurrent", testReserveConcurrent},
 	})
-	if has {
-		t.Run("reserve model", func(t *testing.T) { testReserveModel(t, newStore, sweep) })
-	} else {
-		t.Run("reserve refused", func(t *testing.T) { testReserveRefused(t, newStore(t)) })
-	}
+	t.Run("reserve model", func(t *testing.T) { testReserveModel(t, newStore, sweep) })
 }
 
 // reserveTTL is the reservations' lifetime in these tests.
@@ -199,19 +192,4 @@ func testReserveConcurrent(t *testing.T, s store.Store) {
 	if a, _ := balance(t, s, 0, "hot", v); a != 0 {
 		t.Fatalf("%d left after 10 reservations of 10, want 0", a)
 	}
-}
-
-// testReserveRefused: a store without reservations refuses every request
-// with one, changing nothing.
-func testReserveRefused(t *testing.T, s store.Store) {
-	v := PostPaidVersion(t, 1, 10, "1/h", 10)
-	items := []store.Item{{Key: "b", Version: v, Cost: 2}, reserve("a", v, 3)}
-	_, err := s.Decide(context.Background(), &store.Request{ID: "r", Items: items}, make([]store.Result, len(items)))
-	if !errors.Is(err, store.ErrInvalid) {
-		t.Fatalf("a reservation: got %v, want ErrInvalid", err)
-	}
-	if a, b := remaining(t, s, 0, "a", v), remaining(t, s, 0, "b", v); a != 10 || b != 10 {
-		t.Fatalf("a refused request changed state: a=%d b=%d", a, b)
-	}
-	t.Log("the store lacks the Reserve capability: it refuses reservations")
 }

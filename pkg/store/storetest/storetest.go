@@ -2,10 +2,6 @@
 // checks the contract of store.Store (all-or-nothing, duplicates, versions,
 // replays, bad requests, post-paid items, reservations, concurrency) and
 // rapid state machines against a simple model built on pkg/bucket.
-//
-// A store that does not implement a part of the contract yet says so
-// (Options.Lacks): the tests of that part are skipped, each saying why, and
-// the suite checks instead that the store refuses it with store.ErrInvalid.
 package storetest
 
 import (
@@ -22,24 +18,9 @@ import (
 // Request.Now instants, so the store must decide at Request.Now.
 type Factory func(t *testing.T) store.Store
 
-// Capability is a part of the contract that a store may lack for now.
-type Capability uint8
-
-const (
-	// PostPaid is deciding Check and Report items (store.Charge).
-	PostPaid Capability = 1 << iota
-	// Reserve is holding a Check's Item.Reserve under its request id until
-	// a Report settles it or its ReserveTTL ends (store.go, "Reservations").
-	Reserve
-)
-
-// Options say what the suite holds a store to; the zero Options hold it to
-// the whole contract.
+// Options are what the suite knows of a store beyond the contract; the
+// zero Options are none.
 type Options struct {
-	// Lacks are the capabilities the store does not have yet: their tests
-	// are skipped, saying so, and their requests must be refused with
-	// store.ErrInvalid, changing nothing.
-	Lacks Capability
 	// Sweep, when set, is the store's janitor (memory.Store.Sweep): the
 	// reservation model sweeps at random instants too, and holds the
 	// store to the model's sweep (reservemodel.go).
@@ -47,11 +28,10 @@ type Options struct {
 }
 
 // Run runs the whole suite against stores from newStore; opts (at most
-// one is meant; several are merged) say what the store lacks.
+// one is meant; several are merged) say what else the suite may use.
 func Run(t *testing.T, newStore Factory, opts ...Options) {
 	var o Options
 	for _, x := range opts {
-		o.Lacks |= x.Lacks
 		if x.Sweep != nil {
 			o.Sweep = x.Sweep
 		}
@@ -67,9 +47,9 @@ func Run(t *testing.T, newStore Factory, opts ...Options) {
 	t.Run("invalid", func(t *testing.T) { testInvalid(t, newStore(t)) })
 	t.Run("concurrent", func(t *testing.T) { testConcurrent(t, newStore(t)) })
 	t.Run("budget", func(t *testing.T) { testBudget(t, newStore(t)) })
-	runPostPaid(t, newStore, o.Lacks&PostPaid == 0)
-	t.Run("model", func(t *testing.T) { testModel(t, newStore, o.Lacks&PostPaid == 0) })
-	runReserve(t, newStore, o.Lacks&(PostPaid|Reserve) == 0, o.Sweep)
+	runPostPaid(t, newStore)
+	t.Run("model", func(t *testing.T) { testModel(t, newStore) })
+	runReserve(t, newStore, o.Sweep)
 }
 
 const sec = int64(time.Second)
