@@ -59,10 +59,8 @@
 // bounds the reservations it holds; one that cannot hold another covers
 // the Check as above (N tokens there) but charges and holds nothing.
 //
-// Every
-// number is an integer; a store that keeps state outside the process
-// (Redis) decides exactly what pkg/bucket does, and refuses with
-// ErrInvalid what it cannot decide yet.
+// Every number is an integer; a store that keeps state outside the
+// process (Redis) decides exactly what pkg/bucket does.
 package store
 
 import (
