@@ -32,6 +32,7 @@ type reqState struct {
 	refused          bool // a descriptor was refused before the store
 	quotas           int  // quota descriptors (desc.isQuota)
 	quotaRefused     int  // of them, refused before the store
+	stopping         int  // descriptors of stop_when_over rules with items (stopcount.go)
 	id               requestID
 	quotaID          requestID      // the id of a second decision (quota.go)
 	firstResults     []store.Result // the first decision's answers, before a second (quota.go)
@@ -81,7 +82,7 @@ func (rs *reqState) reset() {
 	rs.enforced.reset()
 	rs.shadow.reset()
 	rs.refused, rs.hasID = false, false
-	rs.quotas, rs.quotaRefused = 0, 0
+	rs.quotas, rs.quotaRefused, rs.stopping = 0, 0, 0
 }
 
 func (b *batch) reset() {
@@ -128,6 +129,9 @@ func (rs *reqState) plan(pol *policy.Policy, domain string, descriptors []*ratel
 					cost = 0
 				}
 				rs.addBands(ds, entries, store.Item{Cost: cost, Charge: charge, Revision: pol.Revision()}, now)
+				if ds.rule.Charge == policy.StopWhenOver {
+					rs.stopping++
+				}
 				if charge == store.Check && ds.rule.Reserves() && ds.refusal == "" {
 					rs.reserve(ds, rs.batch(ds.rule))
 				}

@@ -72,7 +72,7 @@ func (rs *reqState) stops(ds *desc, b *batch) bool {
 // planned decision unless the probe found a stop_when_over descriptor over.
 func (rs *reqState) runStopping(ctx context.Context, st store.Store, now int64, b *batch) {
 	rs.stop.probed = false
-	if !rs.mixed(b) {
+	if rs.stopping == 0 || !rs.mixed(b) {
 		b.run(ctx, st, now)
 		return
 	}
@@ -136,7 +136,7 @@ func (rs *reqState) anyOver(b *batch) bool {
 // descriptors that went over in b's refused first decision (see the file's
 // comment); every other item then costs nothing and keeps its first answer.
 func (rs *reqState) countOver(ctx context.Context, st store.Store, now int64, b *batch) {
-	if b.err != nil || b.out.Allowed || len(b.req.Items) == 0 {
+	if rs.stopping == 0 || b.err != nil || b.out.Allowed || len(b.req.Items) == 0 {
 		return
 	}
 	rs.stop.overIdx = rs.stop.overIdx[:0]
