@@ -61,10 +61,14 @@ func (s *Store) callMulti(ctx context.Context, calls []call) {
 	}
 }
 
-// call is one script call of a multi-slot request.
+// call is one script call of a multi-slot request: laid out (args) or
+// compact (a reserve, cross.go), answered by reply or, packed, by the
+// lean path.
 type call struct {
 	keys, args []string
+	compact    *compactCall
 	reply      []rueidis.RedisMessage
+	packed     string
 	err        error
 }
 

@@ -107,7 +107,8 @@ func TestOneNodeRequest(t *testing.T) {
 
 // TestNodeReserves: a request of two nodes is a reserve per node (one of
 // two slots on the first), all or nothing: rejected on one node, what it
-// reserved on the other is rolled back, a settle per slot.
+// reserved on the other is rolled back, a settle per slot. Without a
+// request id each reserve is a compact call that the lean path decides.
 func TestNodeReserves(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cl, s := clusterStore(t, Options{Registerer: reg, DenyCacheBytes: new(0)})
@@ -139,6 +140,9 @@ func TestNodeReserves(t *testing.T) {
 	}
 	if ok, left := decide(0, 0, 0); !ok || !slices.Equal(left, []int64{9, 8, 7}) {
 		t.Fatalf("after the rollback: %v left, want 9 8 7", left)
+	}
+	if lean, general := testutil.ToFloat64(s.metrics.lean), testutil.ToFloat64(s.metrics.general); lean != 3 || general != 0 {
+		t.Errorf("%v requests decided by the lean path, %v by the general one; want 3 and 0", lean, general)
 	}
 }
 

@@ -26,6 +26,7 @@ type compactItem struct {
 	v       *versionArgs
 	rev     int64
 	cost    int64
+	per     int64 // its rate's period, in ns
 	charge  store.Charge
 	horizon string
 }
@@ -37,6 +38,7 @@ type compactCall struct {
 	floor    uint64
 	hasFloor bool
 	distinct bool // no two items share a bucket
+	reserve  bool // a cross-node request's part (cross.go)
 	items    []compactItem
 	small    [4]compactItem // items, when that few
 }
@@ -52,14 +54,43 @@ func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *c
 	if req.ID != "" {
 		return nil
 	}
-	c := &compactCall{s: s, now: now, distinct: distinct(raw)}
-	if len(req.Items) <= len(c.small) {
-		c.items = c.small[:len(req.Items)]
-	} else {
-		c.items = make([]compactItem, len(req.Items))
+	return s.compactOf(req, nil, raw, now)
+}
+
+// compactReserve is the reserve of the items idx of req (raw: their hash
+// tags) in compact form, or nil when it cannot take one: as for
+// compactDecide, or a refund, which a reserve defers to its settle.
+func (s *Store) compactReserve(req *store.Request, idx []int, raw [][16]byte, now uint64) *compactCall {
+	if req.ID != "" {
+		return nil
 	}
-	for i := range req.Items {
+	for _, i := range idx {
+		if it := &req.Items[i]; it.Charge == store.Prepaid && it.Cost < 0 {
+			return nil
+		}
+	}
+	c := s.compactOf(req, idx, raw, now)
+	if c != nil {
+		c.reserve = true
+	}
+	return c
+}
+
+// compactOf is the compact call of req's items idx (nil: all of them),
+// raw their hash tags.
+func (s *Store) compactOf(req *store.Request, idx []int, raw [][16]byte, now uint64) *compactCall {
+	c := &compactCall{s: s, now: now, distinct: distinct(raw)}
+	n := len(raw)
+	if n <= len(c.small) {
+		c.items = c.small[:n]
+	} else {
+		c.items = make([]compactItem, n)
+	}
+	for i := range n {
 		it := &req.Items[i]
+		if idx != nil {
+			it = &req.Items[idx[i]]
+		}
 		if it.Cost >= maxExact || it.Cost <= -maxExact {
 			return nil
 		}
@@ -69,7 +100,7 @@ func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *c
 				return nil
 			}
 		}
-		c.items[i] = compactItem{v: v, rev: it.Revision, cost: it.Cost, charge: it.Charge}
+		c.items[i] = compactItem{v: v, rev: it.Revision, cost: it.Cost, per: int64(it.Version.Params.Rate().Per()), charge: it.Charge}
 		if h := it.Version.Horizon; h != nil {
 			// A calendar budget's: the end of the request's period.
 			var ok bool
@@ -84,6 +115,21 @@ func (s *Store) compactDecide(req *store.Request, raw [][16]byte, now uint64) *c
 		}
 	}
 	return c
+}
+
+// undo are the settle entries of a reserve the lean path allowed: each
+// charged item's cost, added back should the request be refused
+// (cross.go). The lean path decides only versions in plain numbers,
+// whose balances in units stay below 2^52 (lua/fast.lua), and an allowed
+// cost is at most the capacity: cost × per is exact.
+func (c *compactCall) undo() []settleEntry {
+	var out []settleEntry
+	for k := range c.items {
+		if it := &c.items[k]; it.charge == store.Prepaid && it.cost > 0 {
+			out = append(out, settleEntry{index: k, units: strconv.FormatInt(it.cost*it.per, 10), per: strconv.FormatInt(it.per, 10)})
+		}
+	}
+	return out
 }
 
 // distinct reports whether no two tags are equal.
@@ -176,6 +222,9 @@ func (c *compactCall) pack(t *batchTables) string {
 	d := 0.0
 	if c.distinct {
 		d = 1
+	}
+	if c.reserve {
+		d += callReserve
 	}
 	b = appendDoubles(b, float64(t.store(c.s)), float64(c.now/1e9), float64(c.now%1e9), fh, fl, float64(len(c.items)), d)
 	for i := range c.items {

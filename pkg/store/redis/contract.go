@@ -147,7 +147,8 @@ const (
 // A call of one argument is compact (compact.go): a decide without a
 // request id, packed as callFormat (its context, its instant h*10^9 + l,
 // its floor h*10^9 + l or h = -1 for none, its number of items, 1 when
-// its keys are distinct), then callItemFormat per item (its version,
+// its keys are distinct, plus callReserve for a reserve: a cross-node
+// request's part, cross.go), then callItemFormat per item (its version,
 // its cost). Contexts and versions count from 1. Every other call is
 // laid out as alone.
 const (
@@ -159,6 +160,7 @@ const (
 	callCountsFormat = "<dd"
 	callFormat       = "<ddddddd"
 	callItemFormat   = "<dd"
+	callReserve      = 2
 )
 
 // On a Cluster a batch whose keys span slots is a node call (batch.go):

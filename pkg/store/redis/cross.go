@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/tokengate/tokengate/internal/logbudget"
 	"github.com/tokengate/tokengate/pkg/store"
@@ -66,13 +67,23 @@ type groupReply struct {
 	err    error
 }
 
-func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, now string, raw [][16]byte, groups [][]int) (store.Outcome, error) {
+func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, at uint64, raw [][16]byte, groups [][]int) (store.Outcome, error) {
+	now := strconv.FormatUint(at, 10)
 	calls := make([]call, len(groups))
 	hold := holdName(req)
 	for g, idx := range groups {
 		keys := make([]string, len(idx), len(idx)+1)
+		tags := make([][16]byte, len(idx))
 		for k, i := range idx {
-			keys[k] = s.bucketKey(raw[i])
+			keys[k], tags[k] = s.bucketKey(raw[i]), raw[i]
+		}
+		// A node's part goes compact when it shares a batch, like a
+		// decide, and takes the lean path when that applies.
+		if s.batcherOf(keys[0]) != nil {
+			if c := s.compactReserve(req, idx, tags, at); c != nil {
+				calls[g] = call{keys: keys, compact: c}
+				continue
+			}
 		}
 		idMode, fp := idNone, ""
 		if g == 0 && req.ID != "" {
@@ -105,9 +116,14 @@ func (s *Store) decideCross(ctx context.Context, req *store.Request, results []s
 		return s.awaitReplay(ctx, req, results, raw, calls[0].keys[len(calls[0].keys)-1])
 	}
 
-	allowed := true
+	allowed, lean := true, true
 	for g := range replies {
-		allowed = allowed && replies[g].allowed
+		allowed, lean = allowed && replies[g].allowed, lean && calls[g].reply == nil
+	}
+	if lean {
+		s.metrics.lean.Inc()
+	} else {
+		s.metrics.general.Inc()
 	}
 	for g, idx := range groups {
 		for k, i := range idx {
@@ -162,6 +178,13 @@ func (s *Store) parseGroup(c call, n int) groupReply {
 		return groupReply{err: c.err}
 	}
 	g := groupReply{items: make([]itemRecord, n)}
+	if c.reply == nil { // a compact reserve the lean path answered
+		g.reply, g.err = decodePacked(c.packed, g.items)
+		if g.err == nil && g.allowed {
+			g.settle = c.compact.undo()
+		}
+		return g
+	}
 	g.reply, g.err = s.decodeReply(c.reply, g.items)
 	if g.err == nil && g.kind == kindDecided {
 		g.settle, g.err = parseSettle(g.reply.settle)
@@ -298,13 +321,15 @@ func (s *Store) callAll(ctx context.Context, calls []call) []*queued {
 	var rest []call
 	var at []int
 	for i := range calls {
-		if bs[i] = s.batcherOf(calls[i].keys[0]); bs[i] != nil {
-			out[i] = bs[i].submit(ctx, calls[i].keys, calls[i].args, nil)
-		} else if s.cluster && multiSlot(calls[i].keys) {
-			// Of a node no longer known: alone, as a node call.
-			w := &queued{keys: calls[i].keys, args: calls[i].args, multi: true}
+		c := &calls[i]
+		if bs[i] = s.batcherOf(c.keys[0]); bs[i] != nil {
+			out[i] = bs[i].submit(ctx, c.keys, c.args, c.compact)
+		} else if multi := s.cluster && multiSlot(c.keys); multi || c.compact != nil {
+			// Of a node no longer known: alone, as a node call or a
+			// batch of one.
+			w := &queued{keys: c.keys, args: c.args, compact: c.compact, multi: multi}
 			s.callBatch(ctx, []*queued{w})
-			calls[i].reply, calls[i].err = w.reply, w.err
+			c.reply, c.packed, c.err = w.reply, w.packed, w.err
 		} else {
 			rest, at = append(rest, calls[i]), append(at, i)
 		}
@@ -322,7 +347,7 @@ func (s *Store) callAll(ctx context.Context, calls []call) []*queued {
 		w, err := bs[i].wait(ctx, q)
 		calls[i].err = err
 		if w != nil && err == nil {
-			calls[i].reply = w.reply
+			calls[i].reply, calls[i].packed = w.reply, w.packed
 		}
 		if !errors.Is(err, errLate) {
 			out[i] = nil
@@ -336,7 +361,7 @@ func (s *Store) callAll(ctx context.Context, calls []call) []*queued {
 // request's first slot, which holds its id's claim.
 func (s *Store) rollbackLate(now, hold string, c call, w *queued, n int, first bool) {
 	<-w.done
-	c.reply, c.err = w.reply, w.err
+	c.reply, c.packed, c.err = w.reply, w.packed, w.err
 	g := s.parseGroup(c, n)
 	outcome := "uncharged"
 	switch {

@@ -25,7 +25,10 @@ import (
 // and once laid out as alone (which takes the general path) on a copy of
 // the same buckets; the replies are equal, so are the records, byte for
 // byte, and their TTLs, within the time the two calls take. The lean
-// path (whose reply is packed) must answer many of them.
+// path (whose reply is packed) must answer many of them. Half the
+// requests go as a reserve (a cross-node request's part) instead: then
+// the settle entries are equal too, the general path's from the script,
+// the lean path's from the store's own items.
 func TestLeanMatchesGeneral(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv.Addr())
@@ -51,7 +54,13 @@ func TestLeanMatchesGeneral(t *testing.T) {
 				v := rapid.SampledFrom(vers).Draw(rt, "version")
 				req.Items = append(req.Items, drawItemOf(rt, strconv.Itoa(rapid.IntRange(0, 9).Draw(rt, "key")), v))
 			}
-			lean, general, packed := decideBoth(rt, ctx, s, req)
+			lean, general, packed, ok := "", "", false, false
+			if rapid.Bool().Draw(rt, "reserve") {
+				lean, general, packed, ok = reserveBoth(rt, ctx, s, req)
+			}
+			if !ok {
+				lean, general, packed = decideBoth(rt, ctx, s, req)
+			}
 			calls++
 			if packed {
 				leans++
@@ -83,6 +92,67 @@ func decideBoth(rt *rapid.T, ctx context.Context, s *Store, req *store.Request) 
 	g := prefixedCall(rt, ctx, s, "G", req.Now, "", req.Items, true)
 	g.reply, g.err = s.call(ctx, g.keys, g.args)
 	return decodedReply(rt, s, w, len(req.Items)), decodedReply(rt, s, g, len(req.Items)), w.reply == nil
+}
+
+// reserveBoth reserves req's items as decideBoth decides them, as the
+// part of a cross-node request on one node: both answers (allowed, each
+// item, the settle entries), and whether the first was packed; ok is
+// false when req cannot reserve compact (a refund).
+func reserveBoth(rt *rapid.T, ctx context.Context, s *Store, req *store.Request) (lean, general string, packed, ok bool) {
+	l := prefixedRequest(rt, ctx, s, "L", req)
+	g := prefixedRequest(rt, ctx, s, "G", req)
+	idx := make([]int, len(req.Items))
+	for i := range idx {
+		idx[i] = i
+	}
+	c := s.compactReserve(l.req, idx, l.raw, l.at)
+	if c == nil {
+		return "", "", false, false
+	}
+	w := &queued{keys: s.bucketKeys(l.raw), compact: c}
+	s.callBatch(ctx, []*queued{w})
+	args := s.header(nil, opReserve, strconv.FormatUint(g.at, 10), idNone, len(g.req.Items), "", "")
+	for i := range g.req.Items {
+		args = s.item(args, &g.req.Items[i], g.req.Now)
+	}
+	gc := call{keys: s.bucketKeys(g.raw), args: args}
+	gc.reply, gc.err = s.call(ctx, gc.keys, gc.args)
+	answer := func(c call) string {
+		r := s.parseGroup(c, len(req.Items))
+		if r.err != nil {
+			rt.Fatal(r.err)
+		}
+		// Only the general path knows a bucket was new; a settle reads
+		// that only without expiry, when the lean path takes none.
+		for i := range r.settle {
+			r.settle[i].isNew = false
+		}
+		return fmt.Sprintf("allowed %v %+v settle %+v", r.allowed, r.items, r.settle)
+	}
+	return answer(call{keys: w.keys, compact: c, reply: w.reply, packed: w.packed, err: w.err}), answer(gc), w.reply == nil, true
+}
+
+// prefixed is a request with its keys (and id) prefixed, its instant on
+// the script's clock and its hash tags.
+type prefixed struct {
+	req *store.Request
+	at  uint64
+	raw [][16]byte
+}
+
+func prefixedRequest(rt *rapid.T, ctx context.Context, s *Store, prefix string, r *store.Request) prefixed {
+	req := &store.Request{Now: r.Now, Items: slices.Clone(r.Items)}
+	if r.ID != "" {
+		req.ID = prefix + r.ID
+	}
+	for i := range req.Items {
+		req.Items[i].Key = prefix + req.Items[i].Key
+	}
+	at, err := s.instant(ctx, req)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	return prefixed{req: req, at: at, raw: requestTags(req)}
 }
 
 // record is a bucket's stored record and its PTTL.
@@ -268,22 +338,11 @@ func drawItemOf(rt *rapid.T, key string, v *bucket.Version) store.Item {
 // prefixedCall is a decide of items (keys prefixed) at now: compact, or
 // laid out as alone when it has a request id or classic is set.
 func prefixedCall(rt *rapid.T, ctx context.Context, s *Store, prefix string, now int64, id string, items []store.Item, classic bool) *queued {
-	req := &store.Request{Now: now, Items: slices.Clone(items)}
-	if id != "" {
-		req.ID = prefix + id
+	p := prefixedRequest(rt, ctx, s, prefix, &store.Request{Now: now, ID: id, Items: items})
+	if c := s.compactDecide(p.req, p.raw, p.at); c != nil && !classic {
+		return &queued{keys: s.bucketKeys(p.raw), compact: c}
 	}
-	for i := range req.Items {
-		req.Items[i].Key = prefix + req.Items[i].Key
-	}
-	at, err := s.instant(ctx, req)
-	if err != nil {
-		rt.Fatal(err)
-	}
-	raw := requestTags(req)
-	if c := s.compactDecide(req, raw, at); c != nil && !classic {
-		return &queued{keys: s.bucketKeys(raw), compact: c}
-	}
-	keys, args := s.decideArgs(req, raw, strconv.FormatUint(at, 10))
+	keys, args := s.decideArgs(p.req, p.raw, strconv.FormatUint(p.at, 10))
 	return &queued{keys: keys, args: args}
 }
 

@@ -77,7 +77,7 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_redis_decisions_total",
-			Help: "Requests Redis decided in one call, by the script's path: lean (the usual: buckets stored under their version, or new, in plain numbers, no request id) or general (request ids, repeated buckets, policy changes, numbers past 2^52).",
+			Help: "Requests Redis decided, by the script's path: lean (the usual: buckets stored under their version, or new, in plain numbers, no request id) or general (request ids, repeated buckets, policy changes, numbers past 2^52); a request across Cluster nodes is lean when every node's reserve was.",
 		}, []string{"path"}),
 		ambiguous: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokengate_redis_ambiguous_total",

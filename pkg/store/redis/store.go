@@ -160,7 +160,7 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 	if s.cluster {
 		if groups := s.byNode(bySlot(hexTags(raw)), raw); len(groups) > 1 {
 			s.metrics.crossSlot.Inc()
-			out, err := s.decideCross(ctx, req, results, now(), raw, groups)
+			out, err := s.decideCross(ctx, req, results, at, raw, groups)
 			if err == nil && out.Allowed && s.deny != nil {
 				s.deny.learn(req, raw, true, nil)
 			}

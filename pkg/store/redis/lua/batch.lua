@@ -15,10 +15,12 @@ local function general(f, keys, args)
 end
 
 -- compactcall runs the compact call s, whose keys are at ko + 1 in the
--- batch's.
+-- batch's: a decide or, with CALL_RESERVE, a reserve.
 local function compactcall(keys, ko, s)
   local ci, nh, nl, fh, fl, n, distinct, pos = struct.unpack(CALL_FORMAT, s)
   local co = BATCH_HEAD + (ci - 1) * HEADER_ARGS
+  local reserve = distinct >= CALL_RESERVE
+  if reserve then distinct = distinct - CALL_RESERVE end
   NH, NL, NOWBIG, NOWMS = nh, nl, nil, nil
   EXPIRE, PID = BARGS[co + ARG_EXPIRE] == '1', BARGS[co + ARG_PID]
   if distinct == 1 then
@@ -26,9 +28,9 @@ local function compactcall(keys, ko, s)
     -- the batch left it.
     local recs, base = BATCH_RECS, ko
     if not BATCH_FRESH then recs, base = batchrecs(keys, ko, n), 0 end
-    if leanload(recs, base, n, s, pos) then return leandecide(keys, ko, n, BTOL[ci]) end
+    if leanload(recs, base, n, s, pos) then return leandecide(keys, ko, n, BTOL[ci], reserve) end
   end
-  return general(one, {unpack(keys, ko + 1, ko + n)}, classic(co, nh, nl, fh, fl, n, s, pos))
+  return general(one, {unpack(keys, ko + 1, ko + n)}, classic(co, nh, nl, fh, fl, n, s, pos, reserve))
 end
 
 -- batchop runs a batch's calls one after another, each as if alone and

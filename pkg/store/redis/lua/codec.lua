@@ -251,10 +251,12 @@ end
 
 -- classic lays a compact call out as alone: its context's header and its
 -- versions' blocks, with its own instant, floor, items, costs,
--- activations and horizons set (s from pos holds its items).
-local function classic(co, nh, nl, fh, fl, n, s, pos)
+-- activations and horizons set (s from pos holds its items), as a
+-- reserve when reserve is true.
+local function classic(co, nh, nl, fh, fl, n, s, pos, reserve)
   local a = {unpack(BARGS, co + 1, co + HEADER_ARGS)}
   a[ARG_NOW], a[ARG_ITEMS], a[ARG_FLOOR] = hldec(nh, nl), string.format('%d', n), ''
+  if reserve then a[ARG_OP] = OP_RESERVE end
   if fh >= 0 then a[ARG_FLOOR] = hldec(fh, fl) end
   for i = 1, n do
     local vi, cost

@@ -47,6 +47,7 @@ local BATCH_HEAD = 4 -- batchHead
 local CALL_COUNTS_FORMAT = "<dd" -- callCountsFormat
 local CALL_FORMAT = "<ddddddd" -- callFormat
 local CALL_ITEM_FORMAT = "<dd" -- callItemFormat
+local CALL_RESERVE = 2 -- callReserve
 local NODE_HEAD = 2 -- nodeHead
 local OP_DECIDE = "d" -- opDecide
 local OP_RESERVE = "r" -- opReserve

@@ -171,11 +171,17 @@ local function leanwrite(key, t, f, a, ns, k, tol)
   end
 end
 
--- leandecide decides the n loaded items (run, answer and put of
--- decideop); their keys are at ko + 1. Its reply is packed (contract.go).
--- Keys are distinct, so a report (charged whatever the request's gates
--- say) is alone on its bucket: what it leaves is written either way.
-local function leandecide(keys, ko, n, tol)
+-- leandecide decides (or, reserve, reserves) the n loaded items (run,
+-- answer and put of decideop); their keys are at ko + 1. Its reply is
+-- packed (contract.go). Keys are distinct, so a report (charged whatever
+-- the request's gates say) is alone on its bucket: what it leaves is
+-- written either way. A reserve writes what a decide writes and answers
+-- as decideop's does: each item's own outcome, and but for a report its
+-- bucket's uncharged tokens and reset in its extra fields, and no
+-- snapshot; its costs are never refunds, so that what it charged is each
+-- allowed item's cost, which the store adds back should the request be
+-- refused (cross.go).
+local function leandecide(keys, ko, n, tol, reserve)
   local reply, allowed, v = LR, true, LV
   reply[1] = 0
   for i = 1, n do
@@ -207,16 +213,26 @@ local function leandecide(keys, ko, n, tol)
       local t, f, a = v[k + 10], v[k + 11], v[k + 12]
       local reset = funtilfull(p, t, f, a)
       reply[r + REPLY_RESET], reply[r + REPLY_EXTRA2] = reset, 0
-      if not report then reply[r + REPLY_EXTRA1] = 0 end
+      if reserve and not report then
+        reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = v[k + 2], funtilfull(p, v[k + 2], v[k + 3], v[k + 4])
+      elseif not report then
+        reply[r + REPLY_EXTRA1] = 0
+      end
       -- A check (cost 0) leaves the stored bucket as it was, but for the
       -- refill that the record's cursor gives anyway.
       if not EXPIRE or v[k + 9] ~= 0 then leanwrite(key, t, f, a, reset, k, tol) end
     else
       local t, f, a = v[k + 2], v[k + 3], v[k + 4]
       local reset = funtilfull(p, t, f, a)
-      reply[r + REPLY_FLAGS] = reply[r + REPLY_FLAGS] + FLAG_SNAPSHOT
-      reply[r + REPLY_REMAINING], reply[r + REPLY_RESET] = t, reset
-      reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = f, a
+      if reserve then
+        -- Each item's own outcome, and the bucket's uncharged one.
+        reply[r + REPLY_RESET] = funtilfull(p, v[k + 10], v[k + 11], v[k + 12])
+        reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = t, reset
+      else
+        reply[r + REPLY_FLAGS] = reply[r + REPLY_FLAGS] + FLAG_SNAPSHOT
+        reply[r + REPLY_REMAINING], reply[r + REPLY_RESET] = t, reset
+        reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = f, a
+      end
       if not EXPIRE then leanwrite(key, t, f, a, reset, k, tol) end
     end
   end
