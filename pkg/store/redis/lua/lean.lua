@@ -142,8 +142,9 @@ end
 -- already stored, so the write is a SETRANGE of the balance, which keeps
 -- the TTL, unless the TTL must grow (by tol ms, the tolerance) or the
 -- bucket is new: then a SET of the whole record with its TTL. A full
--- bucket is deleted (a new one, never stored, is left so).
-local function leanwrite(key, t, f, a, ns, k, tol)
+-- bucket is deleted (a new one, never stored, is left so). keep is
+-- nowms() + 1 + tol (leandecide's, once a call).
+local function leanwrite(key, t, f, a, ns, k, tol, keep)
   local v, fh, fl, ah, al = LV
   t, fh, fl, ah, al = fpack(t, f, a)
   local hold = LEAN_HOLD or PENDING[key]
@@ -153,8 +154,12 @@ local function leanwrite(key, t, f, a, ns, k, tol)
       if hold then pend(key, false, false) else write(key, false) end
       return
     end
-    local px = renewpx(fms(ns), tol, v[k + 5])
-    if px then
+    -- renewpx's rule, ceil(ns / 1e6) <= exp - keep, compared in ns
+    -- without dividing: exact, as ns < FAST_LIMIT and a product of 2^53
+    -- or more rounds to no less.
+    local exp = v[k + 5]
+    if not exp or ns > (exp - keep) * 1e6 then
+      local px = fms(ns) + 2 * tol
       local ident = v[k + 8]
       if not v[k + 13] then ident = string.sub(ident, REC_BYTES + 1) end
       local rec = writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident)
@@ -182,7 +187,7 @@ end
 -- allowed item's cost, which the store adds back should the request be
 -- refused (cross.go).
 local function leandecide(keys, ko, n, tol, reserve)
-  local reply, allowed, v = LR, true, LV
+  local reply, allowed, v, keep = LR, true, LV, EXPIRE and nowms() + 1 + tol
   reply[1] = 0
   for i = 1, n do
     local k = (i - 1) * LEAN_FIELDS
@@ -220,7 +225,7 @@ local function leandecide(keys, ko, n, tol, reserve)
       end
       -- A check (cost 0) leaves the stored bucket as it was, but for the
       -- refill that the record's cursor gives anyway.
-      if not EXPIRE or v[k + 9] ~= 0 then leanwrite(key, t, f, a, reset, k, tol) end
+      if not EXPIRE or v[k + 9] ~= 0 then leanwrite(key, t, f, a, reset, k, tol, keep) end
     else
       local t, f, a = v[k + 2], v[k + 3], v[k + 4]
       local reset = funtilfull(p, t, f, a)
@@ -233,7 +238,7 @@ local function leandecide(keys, ko, n, tol, reserve)
         reply[r + REPLY_REMAINING], reply[r + REPLY_RESET] = t, reset
         reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = f, a
       end
-      if not EXPIRE then leanwrite(key, t, f, a, reset, k, tol) end
+      if not EXPIRE then leanwrite(key, t, f, a, reset, k, tol, keep) end
     end
   end
   if allowed then reply[1] = 1 end
