@@ -152,7 +152,7 @@ var settingsTable = []setting{
 		func(s *settings) *int { return &s.Redis.DenyCacheBytes }),
 	opt("redis-deny-cache-age", time.Second, "longest a snapshot answers: how long a refund or policy change made through another replica can go unseen",
 		func(s *settings) *time.Duration { return &s.Redis.DenyCacheAge }),
-	opt("redis-batch-in-flight", 2, "most Redis calls one replica has in flight; requests that arrive meanwhile share the next call (0: every request its own call)",
+	opt("redis-batch-in-flight", 2, "most Redis calls one replica has in flight (on a Cluster shared out among the masters, at least one each); requests that arrive meanwhile share the next call (0: every request its own call)",
 		func(s *settings) *int { return &s.Redis.BatchInFlight }),
 	opt("redis-batch-max-items", 128, "most buckets in one shared call",
 		func(s *settings) *int { return &s.Redis.BatchMaxItems }),

@@ -48,9 +48,9 @@ var errLate = errors.New("sent, not answered in time")
 // BatchOptions tune batching; zero fields take the defaults in brackets
 // (MaxInFlight, which can turn batching off, as Options says).
 type BatchOptions struct {
-	// MaxInFlight is the most calls of this Store in flight at once, per
-	// master node on a Cluster [nil: 2]; 0 turns batching off (every
-	// request its own call).
+	// MaxInFlight is the most calls of this Store in flight at once [nil:
+	// 2], on a Cluster shared out among the masters, at least one each
+	// (perMaster); 0 turns batching off (every request its own call).
 	MaxInFlight *int
 	// MaxItems is the most buckets in one batch [128]: a batch holds Redis
 	// for its buckets' time (a few µs each), during which other replicas'

@@ -347,3 +347,30 @@ func TestClusterAmbiguous(t *testing.T) {
 		}, "every bucket full again")
 	}
 }
+
+// TestPerMaster: calls in flight are shared out among a Cluster's
+// masters, at least one each, and 0 keeps batching off; a store on three
+// masters has one call in flight to each by default.
+func TestPerMaster(t *testing.T) {
+	for _, c := range []struct {
+		inFlight      *int
+		masters, want int
+	}{{nil, 1, 2}, {nil, 3, 1}, {new(0), 3, 0}, {new(6), 3, 2}, {new(5), 2, 2}, {new(2), 4, 1}, {new(1), 0, 1}} {
+		if got := *perMaster(c.inFlight, c.masters); got != c.want {
+			t.Errorf("%v in flight on %d masters: %d each, want %d", c.inFlight, c.masters, got, c.want)
+		}
+	}
+	_, s := clusterStore(t, Options{Registerer: prometheus.NewRegistry()})
+	seen := map[*node]bool{}
+	for _, nd := range s.nodes.m.Load().of {
+		if !seen[nd] {
+			seen[nd] = true
+			if nd.batch.maxInFlight != 1 {
+				t.Errorf("node %s: %d calls in flight, want 1", nd.addr, nd.batch.maxInFlight)
+			}
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("%d masters, want 3", len(seen))
+	}
+}
