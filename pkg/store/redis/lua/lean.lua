@@ -172,7 +172,7 @@ local function leanwrite(key, t, f, a, ns, k, tol, keep)
     local p = PENDING[key]
     pend(key, bal .. string.sub(v[k + 8], REC_BALANCE_BYTES + 1), p and p.px)
   else
-    write(key, bal, false, bal)
+    redis.call('SETRANGE', key, '0', bal)
   end
 end
 
