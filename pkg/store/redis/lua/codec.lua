@@ -292,10 +292,11 @@ local function classic(co, nh, nl, fh, fl, n, s, pos, reserve)
 end
 
 -- packreply packs a lean reply of n items (contract.go): reply holds
--- allowed, then each item's fields. PACKED keeps its struct format by n.
+-- allowed, then each item's fields. PACKED keeps its struct format by n;
+-- struct.pack and unpack are upvalues, as in leanload (lean.lua).
 local packreply
 do
-  local PACKED = {}
+  local PACKED, spack, tunpack = {}, struct.pack, unpack
   function packreply(reply, n)
     local m = 1 + REPLY_ITEM_FIELDS * n
     local fmt = PACKED[n]
@@ -303,6 +304,6 @@ do
       fmt = '<' .. string.rep(PACKED_NUMBER, m)
       PACKED[n] = fmt
     end
-    return struct.pack(fmt, unpack(reply, 1, m))
+    return spack(fmt, tunpack(reply, 1, m))
   end
 end
