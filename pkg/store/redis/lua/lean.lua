@@ -19,22 +19,21 @@ local LEAN_FIELDS, LV = 13, {}
 -- from call to call too.
 local LR = {}
 
--- leansame and leanload run once an item: they keep the C functions
+-- leanpeer and leanload run once an item: they keep the C functions
 -- they call most as upvalues (sfind, sunpack), each read at once where
 -- a library's function is two lookups (the global, then its field).
-local leansame, leanload
+local leanpeer, leanload
 do
   local sfind, sunpack = string.find, struct.unpack
 
-  -- leansame reports whether a bucket's record rec needs no conversion to
-  -- the version of identity id and version string ver (load): its identity
-  -- is id, or another process's at the same revision and parameters. The
-  -- identity is compared in place, without cutting it out of the record.
-  -- A bucket with reservations (its record marked: holds.lua) is left to
-  -- the general path.
-  function leansame(rec, id, ver)
+  -- leanpeer reports whether a bucket's record rec, whose identity is not
+  -- the item's, still needs no conversion to the item's version, of
+  -- version string ver (load): its identity is another process's at the
+  -- same revision and parameters. It is compared in place, without
+  -- cutting it out of the record. A bucket with reservations (its record
+  -- marked: holds.lua) is left to the general path.
+  function leanpeer(rec, ver)
     local at = REC_BYTES + 1
-    if #rec == REC_BYTES + #id and sfind(rec, id, at, true) == at then return true end
     return sfind(rec, ver, at, true) == at and sfind(rec, PID, at + #ver, true) ~= at + #ver and
       not sfind(rec, HOLD_SEP, at + #ver, true)
   end
@@ -57,7 +56,13 @@ do
         v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5] = p, p.c, 0, 0, false
         v[k + 6], v[k + 7], v[k + 8], v[k + 9], v[k + 13] = BACT[2 * vi - 1], BACT[2 * vi], BARGS[vo + ITEM_ID], cost, true
       else
-        if not leansame(rec, BARGS[vo + ITEM_ID], BARGS[vo + ITEM_VERSION]) then return false end
+        -- A record needs no conversion to the item's version (load) when
+        -- its identity is the item's (the usual case, tested here, in
+        -- place, without a call) or leanpeer says so.
+        local id, at = BARGS[vo + ITEM_ID], REC_BYTES + 1
+        if (#rec ~= REC_BYTES + #id or sfind(rec, id, at, true) ~= at) and not leanpeer(rec, BARGS[vo + ITEM_VERSION]) then
+          return false
+        end
         local t, fh, fl, ah, al, vh, vl, exp = sunpack(REC_FORMAT, rec)
         local a = fastrel(ah, al)
         if not a then return false end
