@@ -208,25 +208,42 @@ end
 -- The batch's arguments (BARGS), the offset before its first version's
 -- block (VBASE), each version's parameters in plain numbers and its
 -- items' charge, or false (BFAST), each version's activation as h, l (BACT, 2 per version), and
--- each context's tolerance (BTOL): set once per batch.
-local BARGS, VBASE, BFAST, BACT, BTOL
+-- each context's tolerance (BTOL): set once per batch. The three tables
+-- are kept from batch to batch, so that they are not made anew for each:
+-- a batch sets every entry its calls read (a call's context and versions
+-- are the batch's: contract.go), and those beyond are never read.
+local BARGS, VBASE, BFAST, BACT, BTOL = nil, nil, {}, {}, {}
 
 -- readbatch reads a batch's contexts and versions (nc and nv of them).
-local function readbatch(args, nc, nv)
-  BARGS, VBASE, BFAST, BACT, BTOL = args, BATCH_HEAD + nc * HEADER_ARGS, {}, {}, {}
-  for i = 1, nc do BTOL[i] = tonumber(args[BATCH_HEAD + (i - 1) * HEADER_ARGS + ARG_TOLERANCE]) end
-  for i = 1, nv do
-    local vo = VBASE + (i - 1) * ITEM_ARGS
-    local fp, act = args[vo + ITEM_FAST], args[vo + ITEM_AT]
-    -- The activation, floored at 0 (as activation reads an offset).
-    BACT[2 * i - 1], BACT[2 * i] = 0, 0
-    if string.sub(act, 1, 1) ~= '-' then BACT[2 * i - 1], BACT[2 * i] = split(act) end
-    BFAST[i] = false
-    if fp ~= '' then
-      -- k: the items' charge (itemMode). A budget (n = 0, whose waits
-      -- are decimals: fast.lua) is left to the general path.
-      local c, n, per, d = struct.unpack(FAST_FORMAT, fp)
-      if n ~= 0 then BFAST[i] = {c = c, n = n, p = per, d = d, k = string.sub(args[vo + ITEM_MODE], RESIZE_BYTES + 1)} end
+-- A version's parameters are kept in the table the same version number
+-- had in an earlier batch (FASTP, by number), filled anew.
+local readbatch
+do
+  local FASTP = {}
+  function readbatch(args, nc, nv)
+    BARGS, VBASE = args, BATCH_HEAD + nc * HEADER_ARGS
+    for i = 1, nc do BTOL[i] = tonumber(args[BATCH_HEAD + (i - 1) * HEADER_ARGS + ARG_TOLERANCE]) end
+    for i = 1, nv do
+      local vo = VBASE + (i - 1) * ITEM_ARGS
+      local fp, act = args[vo + ITEM_FAST], args[vo + ITEM_AT]
+      -- The activation, floored at 0 (as activation reads an offset).
+      BACT[2 * i - 1], BACT[2 * i] = 0, 0
+      if string.sub(act, 1, 1) ~= '-' then BACT[2 * i - 1], BACT[2 * i] = split(act) end
+      BFAST[i] = false
+      if fp ~= '' then
+        -- k: the items' charge (itemMode). A budget (n = 0, whose waits
+        -- are decimals: fast.lua) is left to the general path.
+        local c, n, per, d = struct.unpack(FAST_FORMAT, fp)
+        if n ~= 0 then
+          local p = FASTP[i]
+          if not p then
+            p = {c = 0, n = 0, p = 0, d = 0, k = ''}
+            FASTP[i] = p
+          end
+          p.c, p.n, p.p, p.d, p.k = c, n, per, d, string.sub(args[vo + ITEM_MODE], RESIZE_BYTES + 1)
+          BFAST[i] = p
+        end
+      end
     end
   end
 end
@@ -275,10 +292,11 @@ local function classic(co, nh, nl, fh, fl, n, s, pos, reserve)
 end
 
 -- packreply packs a lean reply of n items (contract.go): reply holds
--- allowed, then each item's fields. PACKED keeps its struct format by n.
+-- allowed, then each item's fields. PACKED keeps its struct format by n;
+-- struct.pack and unpack are upvalues, as in leanload (lean.lua).
 local packreply
 do
-  local PACKED = {}
+  local PACKED, spack, tunpack = {}, struct.pack, unpack
   function packreply(reply, n)
     local m = 1 + REPLY_ITEM_FIELDS * n
     local fmt = PACKED[n]
@@ -286,6 +304,6 @@ do
       fmt = '<' .. string.rep(PACKED_NUMBER, m)
       PACKED[n] = fmt
     end
-    return struct.pack(fmt, unpack(reply, 1, m))
+    return spack(fmt, tunpack(reply, 1, m))
   end
 end

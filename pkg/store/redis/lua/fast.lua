@@ -67,8 +67,13 @@ end
 
 local function funtilfull(p, t, f, a) return funtil(p, t, f, a, p.c) end
 
--- fdecide, fcheck and freport decide an item (store.Charge) on a state;
--- their helper is local to the block (the chunk's locals: TestLuaLocals).
+-- fdecide, fcheck and freport decide an item (store.Charge) on a state
+-- refilled to now, as bucket.Params' methods do once they refill it:
+-- every caller's state is so (a loaded bucket is refilled as it loads, a
+-- new one's cursor is not behind now, a decided state stays refilled),
+-- and frefill leaves such a state as it is, so they do not call it
+-- again. Their helper is local to the block (the chunk's locals:
+-- TestLuaLocals).
 local fdecide, fcheck, freport
 do
 -- frefund adds -cost (cost <= 0) to a refilled state, capped at
@@ -83,11 +88,7 @@ do
   -- fdecide mirrors bucket.Params.Decide: the new state (t, f, a), allowed,
   -- never, tokens (signed: the reply's remaining), retry.
   function fdecide(p, t, f, a, cost)
-    if cost > p.c then
-      local rt = frefill(p, t, f, a)
-      return t, f, a, false, true, rt, 0
-    end
-    t, f, a = frefill(p, t, f, a)
+    if cost > p.c then return t, f, a, false, true, t, 0 end
     if cost <= 0 then
       t = frefund(p, t, cost)
       if t >= p.c then f = 0 end
@@ -100,7 +101,6 @@ do
   -- fcheck mirrors bucket.Params.Check: the refilled state, allowed (one
   -- whole token there), tokens, retry (until one is).
   function fcheck(p, t, f, a)
-    t, f, a = frefill(p, t, f, a)
     if t >= 1 then return t, f, a, true, t, 0 end
     return t, f, a, false, t, funtil(p, t, f, a, 1)
   end
@@ -110,7 +110,6 @@ do
   -- charged (a refund: 0 and 0). Forgiven is exact for a cost below 2^53
   -- (every cost of a compact call: maxExact), charged always is.
   function freport(p, t, f, a, cost)
-    t, f, a = frefill(p, t, f, a)
     local charged, forgiven = 0, 0
     if cost <= 0 then
       t = frefund(p, t, cost)

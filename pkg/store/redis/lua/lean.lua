@@ -19,47 +19,60 @@ local LEAN_FIELDS, LV = 13, {}
 -- from call to call too.
 local LR = {}
 
--- leansame reports whether a bucket's record rec needs no conversion to
--- the version of identity id and version string ver (load): its identity
--- is id, or another process's at the same revision and parameters. The
--- identity is compared in place, without cutting it out of the record.
--- A bucket with reservations (its record marked: holds.lua) is left to
--- the general path.
-local function leansame(rec, id, ver)
-  local at = REC_BYTES + 1
-  if #rec == REC_BYTES + #id and string.find(rec, id, at, true) == at then return true end
-  return string.find(rec, ver, at, true) == at and string.find(rec, PID, at + #ver, true) ~= at + #ver and
-    not string.find(rec, HOLD_SEP, at + #ver, true)
-end
+-- leanpeer and leanload run once an item: they keep the C functions
+-- they call most as upvalues (sfind, sunpack), each read at once where
+-- a library's function is two lookups (the global, then its field).
+local leanpeer, leanload
+do
+  local sfind, sunpack = string.find, struct.unpack
 
--- leanload reads a call's n items (packed in s from pos, their
--- records at base + 1 in recs) into LV, or reports that the lean path
--- does not apply.
-local function leanload(recs, base, n, s, pos)
-  local v = LV
-  for i = 1, n do
-    local vi, cost
-    vi, cost, pos = struct.unpack(CALL_ITEM_FORMAT, s, pos)
-    local rec, p = recs[base + i], BFAST[vi]
-    if not p then return false end
-    local vo, k = VBASE + (vi - 1) * ITEM_ARGS, (i - 1) * LEAN_FIELDS
-    if not rec then
-      -- Not stored yet: full, its cursor at now (newbucket: with expiry
-      -- there is no floor), to be stored under the item's version.
-      if not EXPIRE then return false end
-      v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5] = p, p.c, 0, 0, false
-      v[k + 6], v[k + 7], v[k + 8], v[k + 9], v[k + 13] = BACT[2 * vi - 1], BACT[2 * vi], BARGS[vo + ITEM_ID], cost, true
-    else
-      if not leansame(rec, BARGS[vo + ITEM_ID], BARGS[vo + ITEM_VERSION]) then return false end
-      local t, fh, fl, ah, al, vh, vl, exp = struct.unpack(REC_FORMAT, rec)
-      local a = fastrel(ah, al)
-      if not a then return false end
-      local rt, rf, ra = frefill(p, t, fh * 1e9 + fl, a)
-      v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5] = p, rt, rf, ra, exp
-      v[k + 6], v[k + 7], v[k + 8], v[k + 9], v[k + 13] = vh, vl, rec, cost, false
-    end
+  -- leanpeer reports whether a bucket's record rec, whose identity is not
+  -- the item's, still needs no conversion to the item's version, of
+  -- version string ver (load): its identity is another process's at the
+  -- same revision and parameters. It is compared in place, without
+  -- cutting it out of the record. A bucket with reservations (its record
+  -- marked: holds.lua) is left to the general path.
+  function leanpeer(rec, ver)
+    local at = REC_BYTES + 1
+    return sfind(rec, ver, at, true) == at and sfind(rec, PID, at + #ver, true) ~= at + #ver and
+      not sfind(rec, HOLD_SEP, at + #ver, true)
   end
-  return true
+
+  -- leanload reads a call's n items (packed in s from pos, their
+  -- records at base + 1 in recs) into LV, or reports that the lean path
+  -- does not apply.
+  function leanload(recs, base, n, s, pos)
+    local v = LV
+    for i = 1, n do
+      local vi, cost
+      vi, cost, pos = sunpack(CALL_ITEM_FORMAT, s, pos)
+      local rec, p = recs[base + i], BFAST[vi]
+      if not p then return false end
+      local vo, k = VBASE + (vi - 1) * ITEM_ARGS, (i - 1) * LEAN_FIELDS
+      if not rec then
+        -- Not stored yet: full, its cursor at now (newbucket: with expiry
+        -- there is no floor), to be stored under the item's version.
+        if not EXPIRE then return false end
+        v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5] = p, p.c, 0, 0, false
+        v[k + 6], v[k + 7], v[k + 8], v[k + 9], v[k + 13] = BACT[2 * vi - 1], BACT[2 * vi], BARGS[vo + ITEM_ID], cost, true
+      else
+        -- A record needs no conversion to the item's version (load) when
+        -- its identity is the item's (the usual case, tested here, in
+        -- place, without a call) or leanpeer says so.
+        local id, at = BARGS[vo + ITEM_ID], REC_BYTES + 1
+        if (#rec ~= REC_BYTES + #id or sfind(rec, id, at, true) ~= at) and not leanpeer(rec, BARGS[vo + ITEM_VERSION]) then
+          return false
+        end
+        local t, fh, fl, ah, al, vh, vl, exp = sunpack(REC_FORMAT, rec)
+        local a = fastrel(ah, al)
+        if not a then return false end
+        local rt, rf, ra = frefill(p, t, fh * 1e9 + fl, a)
+        v[k + 1], v[k + 2], v[k + 3], v[k + 4], v[k + 5] = p, rt, rf, ra, exp
+        v[k + 6], v[k + 7], v[k + 8], v[k + 9], v[k + 13] = vh, vl, rec, cost, false
+      end
+    end
+    return true
+  end
 end
 
 -- A lean write to a bucket that a later call of the batch uses waits in
@@ -136,43 +149,49 @@ local function batchrecs(keys, ko, n)
   return recs
 end
 
--- leanwrite writes item k's (its offset in LV) balance t, f, a, full in
--- ns (put), or holds the write back (PENDING). Only the balance changes:
--- the rest of the record (version, activation, expiry, identity) is
--- already stored, so the write is a SETRANGE of the balance, which keeps
--- the TTL, unless the TTL must grow (by tol ms, the tolerance) or the
--- bucket is new: then a SET of the whole record with its TTL. A full
--- bucket is deleted (a new one, never stored, is left so). keep is
--- nowms() + 1 + tol (leandecide's, once a call).
-local function leanwrite(key, t, f, a, ns, k, tol, keep)
-  local v, fh, fl, ah, al = LV
-  t, fh, fl, ah, al = fpack(t, f, a)
-  local hold = LEAN_HOLD or PENDING[key]
-  if EXPIRE then
-    if ns == 0 then
-      if v[k + 13] then return end
-      if hold then pend(key, false, false) else write(key, false) end
-      return
+local leanwrite
+do
+  -- struct.pack as an upvalue, as in leanload.
+  local spack = struct.pack
+
+  -- leanwrite writes item k's (its offset in LV) balance t, f, a, full in
+  -- ns (put), or holds the write back (PENDING). Only the balance changes:
+  -- the rest of the record (version, activation, expiry, identity) is
+  -- already stored, so the write is a SETRANGE of the balance, which keeps
+  -- the TTL, unless the TTL must grow (by tol ms, the tolerance) or the
+  -- bucket is new: then a SET of the whole record with its TTL. A full
+  -- bucket is deleted (a new one, never stored, is left so). keep is
+  -- nowms() + 1 + tol (leandecide's, once a call).
+  function leanwrite(key, t, f, a, ns, k, tol, keep)
+    local v, fh, fl, ah, al = LV
+    t, fh, fl, ah, al = fpack(t, f, a)
+    local hold = LEAN_HOLD or PENDING[key]
+    if EXPIRE then
+      if ns == 0 then
+        if v[k + 13] then return end
+        if hold then pend(key, false, false) else write(key, false) end
+        return
+      end
+      -- renewpx's rule, ceil(ns / 1e6) <= exp - keep, compared in ns
+      -- without dividing: exact, as ns < FAST_LIMIT and a product of 2^53
+      -- or more rounds to no less.
+      local exp = v[k + 5]
+      if not exp or ns > (exp - keep) * 1e6 then
+        local px = fms(ns) + 2 * tol
+        local ident = v[k + 8]
+        if not v[k + 13] then ident = string.sub(ident, REC_BYTES + 1) end
+        local rec = writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident)
+        if hold then pend(key, rec, px) else write(key, rec, px) end
+        return
+      end
     end
-    -- renewpx's rule, ceil(ns / 1e6) <= exp - keep, compared in ns
-    -- without dividing: exact, as ns < FAST_LIMIT and a product of 2^53
-    -- or more rounds to no less.
-    local exp = v[k + 5]
-    if not exp or ns > (exp - keep) * 1e6 then
-      local px = fms(ns) + 2 * tol
-      local ident = v[k + 8]
-      if not v[k + 13] then ident = string.sub(ident, REC_BYTES + 1) end
-      local rec = writerec(t, fh, fl, ah, al, v[k + 6], v[k + 7], nowms() + px, ident)
-      if hold then pend(key, rec, px) else write(key, rec, px) end
-      return
+    local bal = spack(REC_BALANCE_FORMAT, t, fh, fl, ah, al)
+    if hold then
+      local p = PENDING[key]
+      pend(key, bal .. string.sub(v[k + 8], REC_BALANCE_BYTES + 1), p and p.px)
+    else
+      redis.call('SETRANGE', key, '0', bal)
     end
-  end
-  local bal = struct.pack(REC_BALANCE_FORMAT, t, fh, fl, ah, al)
-  if hold then
-    local p = PENDING[key]
-    pend(key, bal .. string.sub(v[k + 8], REC_BALANCE_BYTES + 1), p and p.px)
-  else
-    write(key, bal, false, bal)
   end
 end
 
@@ -216,7 +235,8 @@ local function leandecide(keys, ko, n, tol, reserve)
     local report = p.k == CHARGE_REPORT
     if allowed or report then
       local t, f, a = v[k + 10], v[k + 11], v[k + 12]
-      local reset = funtilfull(p, t, f, a)
+      -- funtil to p.c: funtilfull's wait, one call less.
+      local reset = funtil(p, t, f, a, p.c)
       reply[r + REPLY_RESET], reply[r + REPLY_EXTRA2] = reset, 0
       if reserve and not report then
         reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = v[k + 2], funtilfull(p, v[k + 2], v[k + 3], v[k + 4])
@@ -228,7 +248,7 @@ local function leandecide(keys, ko, n, tol, reserve)
       if not EXPIRE or v[k + 9] ~= 0 then leanwrite(key, t, f, a, reset, k, tol, keep) end
     else
       local t, f, a = v[k + 2], v[k + 3], v[k + 4]
-      local reset = funtilfull(p, t, f, a)
+      local reset = funtil(p, t, f, a, p.c)
       if reserve then
         -- Each item's own outcome, and the bucket's uncharged one.
         reply[r + REPLY_RESET] = funtilfull(p, v[k + 10], v[k + 11], v[k + 12])
