@@ -61,6 +61,7 @@ type BatchOptions struct {
 // batcher queues requests' calls while MaxInFlight calls are out.
 type batcher struct {
 	s                     *Store
+	client                rueidis.Client // its Cluster node's own, or nil (callOn)
 	maxInFlight, maxItems int
 	mu                    sync.Mutex
 	inFlight              int
@@ -213,7 +214,7 @@ func (b *batcher) send(batch []*queued) {
 	defer cancel()
 	if len(batch) == 1 && batch[0].compact == nil && !batch[0].multi {
 		w := batch[0]
-		w.reply, w.err = b.s.call(ctx, w.keys, w.args)
+		w.reply, w.err = b.s.callOn(ctx, b.client, w.keys, w.args)
 		close(w.done)
 		return
 	}
@@ -221,7 +222,7 @@ func (b *batcher) send(batch []*queued) {
 		b.s.metrics.batches.Inc()
 		b.s.metrics.batched.Add(float64(len(batch)))
 	}
-	b.s.callBatch(ctx, batch)
+	b.s.callBatchOn(ctx, b.client, batch)
 	for _, w := range batch {
 		close(w.done)
 	}
@@ -230,13 +231,16 @@ func (b *batcher) send(batch []*queued) {
 // callBatch runs batch's calls as one and gives each its reply or error.
 // On a Cluster a failed batch may have been grouped by a stale map of
 // the nodes, which is then read again.
-func (s *Store) callBatch(ctx context.Context, batch []*queued) {
+func (s *Store) callBatch(ctx context.Context, batch []*queued) { s.callBatchOn(ctx, nil, batch) }
+
+// callBatchOn is callBatch through node client c (callOn).
+func (s *Store) callBatchOn(ctx context.Context, c rueidis.Client, batch []*queued) {
 	layout := batchArgs
 	if s.cluster && spansSlots(batch) {
 		layout = nodeCall
 	}
 	keys, args := layout(batch)
-	msgs, err := s.call(ctx, keys, args)
+	msgs, err := s.callOn(ctx, c, keys, args)
 	if err != nil && s.nodes != nil {
 		s.nodes.stale()
 	}

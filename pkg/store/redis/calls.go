@@ -22,19 +22,50 @@ import (
 
 // call runs the script for one hash slot.
 func (s *Store) call(ctx context.Context, keys, args []string) ([]rueidis.RedisMessage, error) {
+	return s.callOn(ctx, nil, keys, args)
+}
+
+// callOn runs the script through c, when not nil: the cluster client's
+// connection to the node our map of the Cluster (nodes.go) says serves
+// the keys. After a failover our map, read again within topologyEvery of
+// a failed call, knows the promoted master before the cluster client's
+// own map does (it is read again up to a second after a failed call), so
+// the node's calls reach it at once. A node that answers MOVED or ASK (our
+// map stale, a slot migrating) gets the call again through the cluster
+// client, which follows the redirect, and our map is read again.
+func (s *Store) callOn(ctx context.Context, c rueidis.Client, keys, args []string) ([]rueidis.RedisMessage, error) {
+	if c != nil {
+		msgs, err := s.callThrough(ctx, c, keys, args)
+		if e, ok := rueidis.IsRedisErr(err); !ok || !redirect(e) {
+			return msgs, err
+		}
+		s.nodes.stale()
+	}
+	return s.callThrough(ctx, s.client, keys, args)
+}
+
+// redirect reports whether e sends the call to another node.
+func redirect(e *rueidis.RedisError) bool {
+	_, moved := e.IsMoved()
+	_, ask := e.IsAsk()
+	return moved || ask
+}
+
+// callThrough runs the script through client c.
+func (s *Store) callThrough(ctx context.Context, c rueidis.Client, keys, args []string) ([]rueidis.RedisMessage, error) {
 	if !s.evalOnly.Load() {
-		res := s.client.Do(ctx, script.fcall(s.client, keys, args))
+		res := c.Do(ctx, script.fcall(c, keys, args))
 		if !s.retryAs(ctx, res.Error()) {
 			return res.ToArray()
 		}
 		if !s.evalOnly.Load() {
-			return s.client.Do(ctx, script.fcall(s.client, keys, args)).ToArray()
+			return c.Do(ctx, script.fcall(c, keys, args)).ToArray()
 		}
 	}
-	res := s.client.Do(ctx, script.evalsha(s.client, keys, args))
+	res := c.Do(ctx, script.evalsha(c, keys, args))
 	if e, ok := rueidis.IsRedisErr(res.Error()); ok && e.IsNoScript() {
 		s.metrics.reloads.Inc()
-		res = s.client.Do(ctx, script.eval(s.client, keys, args))
+		res = c.Do(ctx, script.eval(c, keys, args))
 	}
 	return res.ToArray()
 }

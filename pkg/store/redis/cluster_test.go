@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/rueidis"
 
 	"github.com/tokengate/tokengate/internal/poll"
 	"github.com/tokengate/tokengate/internal/redistest"
@@ -372,5 +373,42 @@ func TestPerMaster(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Errorf("%d masters, want 3", len(seen))
+	}
+}
+
+// TestCallOnFollowsRedirects: a call sent through a node that does not
+// serve its keys (a map of the nodes gone stale) is answered MOVED and
+// goes again through the cluster client, which follows it: the request
+// is decided once.
+func TestCallOnFollowsRedirects(t *testing.T) {
+	_, s := clusterStore(t, Options{Registerer: prometheus.NewRegistry(), DenyCacheBytes: new(0)})
+	v := storetest.Version(t, 1, 10, "1/h")
+	req := &store.Request{Items: []store.Item{{Key: "moved", Version: v, Cost: 3}}}
+	raw := requestTags(req)
+	at, err := s.instant(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, args := s.decideArgs(req, raw, strconv.FormatUint(at, 10))
+	owner := s.nodes.m.Load().of[keySlot(keys[0])]
+	var wrong rueidis.Client
+	for addr, c := range s.client.Nodes() {
+		if addr != owner.addr {
+			wrong = c
+			break
+		}
+	}
+	msgs, err := s.callOn(context.Background(), wrong, keys, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([]itemRecord, 1)
+	r, err := s.decodeReply(msgs, items)
+	if err != nil || !r.allowed || items[0].res.Remaining != 7 {
+		t.Fatalf("allowed %v, %+v, %v; want allowed, 7 left", r.allowed, items[0].res, err)
+	}
+	_, _, left := decideCosts(t, s, v, []string{"moved"}, []int64{0})
+	if left[0] != 7 {
+		t.Errorf("%d left after one call, want 7: decided once", left[0])
 	}
 }

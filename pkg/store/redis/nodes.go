@@ -132,6 +132,7 @@ func (n *clusterNodes) read(ctx context.Context) error {
 	}
 	o := n.o
 	o.MaxInFlight = perMaster(n.o.MaxInFlight, len(masters))
+	clients := n.s.client.Nodes()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m := &nodeMap{}
@@ -141,6 +142,9 @@ func (n *clusterNodes) read(ctx context.Context) error {
 		if nd == nil {
 			if nd = n.byID[r.id]; nd == nil {
 				nd = &node{batch: newBatcher(n.s, o), breaker: n.s.newBreaker(r.id), addr: r.addr}
+				if nd.batch != nil {
+					nd.batch.client = clients[r.addr]
+				}
 			}
 			byID[r.id] = nd
 		}
