@@ -64,7 +64,21 @@ type groupReply struct {
 	reply
 	items  []itemRecord
 	settle []settleEntry
+	lean   *compactCall // an allowed reserve the lean path answered: its undo entries
 	err    error
+}
+
+// entries are what g's reserve asks to be settled, should the request be
+// allowed or not: the script's, or a lean reserve's (which commits
+// nothing), whose undo entries are made only for a rollback.
+func (g *groupReply) entries(allowed bool) []settleEntry {
+	switch {
+	case g.lean == nil:
+		return g.settle
+	case allowed:
+		return nil
+	}
+	return g.lean.undo()
 }
 
 func (s *Store) decideCross(ctx context.Context, req *store.Request, results []store.Result, at uint64, raw [][16]byte, groups [][]int) (store.Outcome, error) {
@@ -181,7 +195,7 @@ func (s *Store) parseGroup(c call, n int) groupReply {
 	if c.reply == nil { // a compact reserve the lean path answered
 		g.reply, g.err = decodePacked(c.packed, g.items)
 		if g.err == nil && g.allowed {
-			g.settle = c.compact.undo()
+			g.lean = c.compact
 		}
 		return g
 	}
@@ -215,7 +229,7 @@ func (s *Store) settle(ctx context.Context, now, hold string, calls []call, repl
 	for g := range replies {
 		r := &replies[g]
 		var keys, entries []string
-		for _, e := range r.settle {
+		for _, e := range r.entries(allowed) {
 			if e.commit != allowed {
 				continue
 			}
@@ -367,7 +381,7 @@ func (s *Store) rollbackLate(now, hold string, c call, w *queued, n int, first b
 	switch {
 	case g.err != nil:
 		outcome = "unknown"
-	case g.kind == kindDecided && (len(g.settle) > 0 || g.claimed):
+	case g.kind == kindDecided && (len(g.entries(false)) > 0 || g.claimed):
 		outcome = "refunded"
 		s.settle(context.Background(), now, hold, []call{c}, []groupReply{g}, false, first && g.claimed, "")
 	}

@@ -124,10 +124,11 @@ func reserveBoth(rt *rapid.T, ctx context.Context, s *Store, req *store.Request)
 		}
 		// Only the general path knows a bucket was new; a settle reads
 		// that only without expiry, when the lean path takes none.
-		for i := range r.settle {
-			r.settle[i].isNew = false
+		settle := r.entries(false)
+		for i := range settle {
+			settle[i].isNew = false
 		}
-		return fmt.Sprintf("allowed %v %+v settle %+v", r.allowed, r.items, r.settle)
+		return fmt.Sprintf("allowed %v %+v settle %+v", r.allowed, r.items, settle)
 	}
 	return answer(call{keys: w.keys, compact: c, reply: w.reply, packed: w.packed, err: w.err}), answer(gc), w.reply == nil, true
 }
