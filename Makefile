@@ -18,6 +18,7 @@ test: deps lint
 # Redis answers make coverage vary between runs of one input, so
 # minimising what looks new is capped.
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime 8s ./pkg/server/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 8s ./pkg/server/rlswire/
 	$(GO) test -run '^$$' -fuzz '^FuzzDescriptors$$' -fuzztime 8s ./pkg/frontdoor/spec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 8s ./pkg/policy/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompatTree$$' -fuzztime 8s ./pkg/policy/
