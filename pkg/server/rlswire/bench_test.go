@@ -16,7 +16,7 @@ import (
 func BenchmarkDecodeRequest(b *testing.B) {
 	for _, n := range []int{1, 8} {
 		data := benchRequest(n)
-		b.Run(fmt.Sprintf("proto/descriptors=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("codec=proto/descriptors=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := proto.Unmarshal(data, new(rlsv3.RateLimitRequest)); err != nil {
@@ -24,7 +24,7 @@ func BenchmarkDecodeRequest(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("rlswire/descriptors=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("codec=rlswire/descriptors=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if !DecodeRequest(data, new(rlsv3.RateLimitRequest)) {
@@ -88,7 +88,7 @@ func BenchmarkMarshalResponse(b *testing.B) {
 		r := benchResponse(limited)
 		buf := make([]byte, 0, 4096)
 		name := fmt.Sprintf("limited=%t", limited)
-		b.Run("proto/"+name, func(b *testing.B) {
+		b.Run("codec=proto/"+name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				_ = proto.Size(r)
@@ -98,7 +98,7 @@ func BenchmarkMarshalResponse(b *testing.B) {
 				}
 			}
 		})
-		b.Run("vtprotobuf/"+name, func(b *testing.B) {
+		b.Run("codec=vtprotobuf/"+name, func(b *testing.B) {
 			vt, ok := any(r).(vtMarshaler)
 			if !ok {
 				b.Skip("built without -tags vtprotobuf")
@@ -110,7 +110,7 @@ func BenchmarkMarshalResponse(b *testing.B) {
 				}
 			}
 		})
-		b.Run("rlswire/"+name, func(b *testing.B) {
+		b.Run("codec=rlswire/"+name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				MarshalResponse(buf[:ResponseSize(r)], r)

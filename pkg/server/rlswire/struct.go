@@ -29,7 +29,7 @@ func sizeList(l *structpb.ListValue) int {
 func sizeValue(v *structpb.Value) int {
 	switch k := v.GetKind().(type) {
 	case *structpb.Value_NullValue:
-		return 1 + protowire.SizeVarint(uint64(k.NullValue))
+		return 1 + varintLen(uint64(k.NullValue))
 	case *structpb.Value_NumberValue:
 		return 1 + 8
 	case *structpb.Value_StringValue:
