@@ -1,12 +1,12 @@
 package rlswire
 
-// The decoder reads a request twice. The first pass checks everything
-// that could make it give up (so the second cannot fail) and counts what
-// the message holds: descriptors, entries, optional sub-messages and
-// string bytes. Then each kind is allocated once, at its count, and the
-// second pass fills the generated structs, pointing into those arrays.
-// One walker serves both passes (decoder.fill), so the two cannot read
-// the wire differently.
+// The decoder reads a request twice. A shallow first pass counts the
+// descriptors and, in each, the entries, limits and hits_addends, without
+// reading further. Then each kind is allocated once, at its count, and
+// one byte array for the strings as long as the request (their bytes
+// cannot be more), and the second pass reads all of the request, checks
+// it and fills the generated structs, pointing into those arrays. The
+// request is written only once the second pass has taken all of it.
 
 import (
 	"unicode/utf8"
@@ -25,20 +25,25 @@ import (
 // retained.
 func DecodeRequest(b []byte, req *rlsv3.RateLimitRequest) bool {
 	var d decoder
-	if !d.request(b, nil) {
+	if !d.count(b) {
 		return false
 	}
-	d.allocate()
+	d.allocate(len(b))
+	if !d.request(b) {
+		return false
+	}
 	req.Reset()
-	d.request(b, req)
+	req.Domain, req.HitsAddend = d.domain, d.hitsAddend
+	if d.nDesc > 0 {
+		req.Descriptors = d.descPtrs
+	}
 	return true
 }
 
-// decoder is the state of both passes. In the first (fill false) the n
-// fields count; allocate makes the arrays and resets them, and in the
-// second each is the next free element of its array.
+// decoder is the state of both passes. The first counts in the n fields;
+// allocate makes the arrays and resets them, and in the second each is
+// the next free element of its array.
 type decoder struct {
-	fill                                bool
 	nDesc, nEntry, nLimit, nHits, nMult int
 	nStr                                int // string bytes
 
@@ -48,13 +53,49 @@ type decoder struct {
 	entryPtrs []*ratelimitv3.RateLimitDescriptor_Entry
 	limits    []ratelimitv3.RateLimitDescriptor_RateLimitOverride
 	hits      []wrapperspb.UInt64Value
-	mults     []wrapperspb.UInt32Value
+	mults     []wrapperspb.UInt32Value // made at the first, one per limit
 	strBuf    []byte
 	str       string // strBuf, which nothing writes once the second pass is over
+
+	domain     string
+	hitsAddend uint32
 }
 
-// allocate makes the arrays the first pass counted, and starts the second.
-func (d *decoder) allocate() {
+// count is the first pass. It gives up on what the second would at the
+// two levels it reads, so that the second never finds more than counted.
+func (d *decoder) count(b []byte) bool {
+	for len(b) > 0 {
+		num, _, desc, rest, ok := next(b, requestFields)
+		if !ok {
+			return false
+		}
+		b = rest
+		if num != 2 {
+			continue
+		}
+		d.nDesc++
+		for len(desc) > 0 {
+			num, _, _, rest, ok := next(desc, descriptorFields)
+			if !ok {
+				return false
+			}
+			desc = rest
+			switch num {
+			case 1:
+				d.nEntry++
+			case 2:
+				d.nLimit++
+			case 3:
+				d.nHits++
+			}
+		}
+	}
+	return true
+}
+
+// allocate makes the arrays the first pass counted, strings for a
+// request of n bytes, and starts the second pass.
+func (d *decoder) allocate(n int) {
 	d.descs = make([]ratelimitv3.RateLimitDescriptor, d.nDesc)
 	d.descPtrs = make([]*ratelimitv3.RateLimitDescriptor, d.nDesc)
 	if d.nEntry > 0 {
@@ -67,18 +108,14 @@ func (d *decoder) allocate() {
 	if d.nHits > 0 {
 		d.hits = make([]wrapperspb.UInt64Value, d.nHits)
 	}
-	if d.nMult > 0 {
-		d.mults = make([]wrapperspb.UInt32Value, d.nMult)
-	}
-	if d.nStr > 0 {
+	if n > 0 {
 		// The strings alias strBuf: it is written only by this decoder,
 		// only before DecodeRequest returns, each byte once and before
-		// the string that holds it is handed out.
-		d.strBuf = make([]byte, d.nStr)
-		d.str = unsafe.String(&d.strBuf[0], d.nStr)
+		// the string that holds it is made.
+		d.strBuf = make([]byte, n)
+		d.str = unsafe.String(&d.strBuf[0], n)
 	}
-	d.fill = true
-	d.nDesc, d.nEntry, d.nLimit, d.nHits, d.nMult, d.nStr = 0, 0, 0, 0, 0, 0
+	d.nDesc, d.nEntry, d.nLimit, d.nHits = 0, 0, 0, 0
 }
 
 // Fields of each message by number (field 1 first): v a varint, b
@@ -125,12 +162,11 @@ func next(b []byte, kinds string) (num int, v uint64, payload, rest []byte, ok b
 	return 0, 0, nil, nil, false
 }
 
-// string is a string field's value: in the first pass checked and
-// counted, in the second copied into the request's string.
+// string is a string field's value, checked and copied into the
+// request's string.
 func (d *decoder) string(b []byte) (string, bool) {
-	if !d.fill {
-		d.nStr += len(b)
-		return "", utf8.Valid(b)
+	if !utf8.Valid(b) {
+		return "", false
 	}
 	if len(b) == 0 {
 		return "", true
@@ -140,8 +176,8 @@ func (d *decoder) string(b []byte) (string, bool) {
 	return d.str[start:d.nStr], true
 }
 
-// request reads a RateLimitRequest; req is nil in the first pass.
-func (d *decoder) request(b []byte, req *rlsv3.RateLimitRequest) bool {
+// request reads a RateLimitRequest.
+func (d *decoder) request(b []byte) bool {
 	for len(b) > 0 {
 		num, v, payload, rest, ok := next(b, requestFields)
 		if !ok {
@@ -150,35 +186,25 @@ func (d *decoder) request(b []byte, req *rlsv3.RateLimitRequest) bool {
 		b = rest
 		switch num {
 		case 1:
-			s, ok := d.string(payload)
-			if !ok {
+			if d.domain, ok = d.string(payload); !ok {
 				return false
 			}
-			if d.fill {
-				req.Domain = s
-			}
 		case 2:
-			var desc *ratelimitv3.RateLimitDescriptor
-			if d.fill {
-				desc = &d.descs[d.nDesc]
-				d.descPtrs[d.nDesc] = desc
-				req.Descriptors = d.descPtrs[:d.nDesc+1]
-			}
+			desc := &d.descs[d.nDesc]
+			d.descPtrs[d.nDesc] = desc
 			d.nDesc++
 			if !d.descriptor(payload, desc) {
 				return false
 			}
 		case 3:
-			if d.fill {
-				req.HitsAddend = uint32(v)
-			}
+			d.hitsAddend = uint32(v)
 		}
 	}
 	return true
 }
 
-// descriptor reads a RateLimitDescriptor; desc is nil in the first pass.
-// Its entries are the next ones of the request's array.
+// descriptor reads a RateLimitDescriptor. Its entries are the next ones
+// of the request's array.
 func (d *decoder) descriptor(b []byte, desc *ratelimitv3.RateLimitDescriptor) bool {
 	first := d.nEntry
 	for len(b) > 0 {
@@ -189,57 +215,47 @@ func (d *decoder) descriptor(b []byte, desc *ratelimitv3.RateLimitDescriptor) bo
 		b = rest
 		switch num {
 		case 1:
-			var e *ratelimitv3.RateLimitDescriptor_Entry
-			if d.fill {
-				e = &d.entries[d.nEntry]
-				d.entryPtrs[d.nEntry] = e
-				// Capped, so that an append to one descriptor's
-				// entries cannot write over the next one's.
-				desc.Entries = d.entryPtrs[first : d.nEntry+1 : d.nEntry+1]
-			}
+			e := &d.entries[d.nEntry]
+			d.entryPtrs[d.nEntry] = e
 			d.nEntry++
 			if !d.entry(payload, e) {
 				return false
 			}
 		case 2:
 			// A message field that comes again is merged into the
-			// first: the first pass counts each, the second takes an
-			// element only for the first.
-			if !d.fill {
-				d.nLimit++
-			} else if desc.Limit == nil {
+			// first.
+			if desc.Limit == nil {
 				desc.Limit = &d.limits[d.nLimit]
 				d.nLimit++
 			}
-			if !d.override(payload, desc.GetLimit()) {
+			if !d.override(payload, desc.Limit) {
 				return false
 			}
 		case 3:
-			x, ok := wrapper(payload)
+			x, set, ok := wrapper(payload)
 			if !ok {
 				return false
-			}
-			if !d.fill {
-				d.nHits++
-				continue
 			}
 			if desc.HitsAddend == nil {
 				desc.HitsAddend = &d.hits[d.nHits]
 				d.nHits++
 			}
-			if x.set {
-				desc.HitsAddend.Value = x.v
+			if set {
+				desc.HitsAddend.Value = x
 			}
 		case 4:
-			if d.fill {
-				desc.IsNegativeHits = v != 0
-			}
+			desc.IsNegativeHits = v != 0
 		}
+	}
+	if d.nEntry > first {
+		// Capped, so that an append to one descriptor's entries cannot
+		// write over the next one's.
+		desc.Entries = d.entryPtrs[first:d.nEntry:d.nEntry]
 	}
 	return true
 }
 
-// entry reads a RateLimitDescriptor_Entry; e is nil in the first pass.
+// entry reads a RateLimitDescriptor_Entry.
 func (d *decoder) entry(b []byte, e *ratelimitv3.RateLimitDescriptor_Entry) bool {
 	for len(b) > 0 {
 		num, _, payload, rest, ok := next(b, entryFields)
@@ -251,9 +267,6 @@ func (d *decoder) entry(b []byte, e *ratelimitv3.RateLimitDescriptor_Entry) bool
 		if !ok {
 			return false
 		}
-		if !d.fill {
-			continue
-		}
 		if num == 1 {
 			e.Key = s
 		} else {
@@ -263,8 +276,8 @@ func (d *decoder) entry(b []byte, e *ratelimitv3.RateLimitDescriptor_Entry) bool
 	return true
 }
 
-// override reads a RateLimitOverride into o (nil in the first pass),
-// merging into what an earlier occurrence left there.
+// override reads a RateLimitOverride into o, merging into what an
+// earlier occurrence left there.
 func (d *decoder) override(b []byte, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) bool {
 	for len(b) > 0 {
 		num, v, payload, rest, ok := next(b, overrideFields)
@@ -274,50 +287,38 @@ func (d *decoder) override(b []byte, o *ratelimitv3.RateLimitDescriptor_RateLimi
 		b = rest
 		switch num {
 		case 1:
-			if d.fill {
-				o.RequestsPerUnit = uint32(v)
-			}
+			o.RequestsPerUnit = uint32(v)
 		case 2:
-			if d.fill {
-				o.Unit = typev3.RateLimitUnit(int32(v))
-			}
+			o.Unit = typev3.RateLimitUnit(int32(v))
 		case 3:
-			x, ok := wrapper(payload)
+			x, set, ok := wrapper(payload)
 			if !ok {
 				return false
 			}
-			if !d.fill {
-				d.nMult++
-				continue
-			}
 			if o.UnitMultiplier == nil {
+				if d.mults == nil {
+					d.mults = make([]wrapperspb.UInt32Value, len(d.limits))
+				}
 				o.UnitMultiplier = &d.mults[d.nMult]
 				d.nMult++
 			}
-			if x.set {
-				o.UnitMultiplier.Value = uint32(x.v)
+			if set {
+				o.UnitMultiplier.Value = uint32(x)
 			}
 		}
 	}
 	return true
 }
 
-// wrapped is a wrapper message's value: the last one given, if any.
-type wrapped struct {
-	v   uint64
-	set bool
-}
-
-// wrapper reads a UInt64Value or UInt32Value (value = 1, a varint).
-func wrapper(b []byte) (wrapped, bool) {
-	var x wrapped
+// wrapper reads a UInt64Value or UInt32Value (value = 1, a varint): the
+// last value given, and whether one was.
+func wrapper(b []byte) (v uint64, set, ok bool) {
 	for len(b) > 0 {
-		_, v, _, rest, ok := next(b, wrapperFields)
+		_, x, _, rest, ok := next(b, wrapperFields)
 		if !ok {
-			return x, false
+			return 0, false, false
 		}
-		b = rest
-		x = wrapped{v, true}
+		b, v, set = rest, x, true
 	}
-	return x, true
+	return v, set, true
 }

@@ -17,9 +17,10 @@
 //     without deciding whether proto would accept it. What it decodes
 //     allocates a fixed number of times whatever the number of
 //     descriptors: one backing array for the descriptors and one for their
-//     entries (with one slice of pointers each), one string that every
-//     string field is a part of (copied: gRPC reuses the input buffer), and
-//     one array for each kind of optional sub-message present.
+//     entries (with one slice of pointers each), one string as long as the
+//     request that every string field is a part of (copied: gRPC reuses
+//     the input buffer), and one array for each kind of optional
+//     sub-message present.
 //
 //   - ResponseSize and MarshalResponse write a RateLimitResponse as
 //     proto.Marshal writes it: fields in proto's order, so that the bytes
