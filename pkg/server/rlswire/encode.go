@@ -51,9 +51,10 @@ func MarshalResponse(b []byte, resp *rlsv3.RateLimitResponse) {
 	}
 }
 
-// Tags: field number << 3 | wire type.
+// Tags: field number << 3 | wire type (varint 0, fixed64 1,
+// length-delimited 2).
 const (
-	tagVarint1, tagVarint2, tagVarint3, tagVarint4 = 1<<3 | 0, 2<<3 | 0, 3<<3 | 0, 4<<3 | 0
+	tagVarint1, tagVarint2, tagVarint3, tagVarint4 = 1 << 3, 2 << 3, 3 << 3, 4 << 3
 	tagFixed64x2                                   = 2<<3 | 1
 	tagBytes1, tagBytes2, tagBytes3, tagBytes4     = 1<<3 | 2, 2<<3 | 2, 3<<3 | 2, 4<<3 | 2
 	tagBytes5, tagBytes6, tagBytes7                = 5<<3 | 2, 6<<3 | 2, 7<<3 | 2
