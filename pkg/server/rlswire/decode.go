@@ -162,6 +162,20 @@ func next(b []byte, kinds string) (num int, v uint64, payload, rest []byte, ok b
 	return 0, 0, nil, nil, false
 }
 
+// fields calls f with each field of b, a message whose fields are kinds
+// (next), and reports whether it read all of them and f said true to
+// each.
+func fields(b []byte, kinds string, f func(num int, v uint64, payload []byte) bool) bool {
+	for len(b) > 0 {
+		num, v, payload, rest, ok := next(b, kinds)
+		if !ok || !f(num, v, payload) {
+			return false
+		}
+		b = rest
+	}
+	return true
+}
+
 // string is a string field's value, checked and copied into the
 // request's string.
 func (d *decoder) string(b []byte) (string, bool) {
@@ -178,49 +192,34 @@ func (d *decoder) string(b []byte) (string, bool) {
 
 // request reads a RateLimitRequest.
 func (d *decoder) request(b []byte) bool {
-	for len(b) > 0 {
-		num, v, payload, rest, ok := next(b, requestFields)
-		if !ok {
-			return false
-		}
-		b = rest
+	return fields(b, requestFields, func(num int, v uint64, payload []byte) bool {
+		ok := true
 		switch num {
 		case 1:
-			if d.domain, ok = d.string(payload); !ok {
-				return false
-			}
+			d.domain, ok = d.string(payload)
 		case 2:
 			desc := &d.descs[d.nDesc]
 			d.descPtrs[d.nDesc] = desc
 			d.nDesc++
-			if !d.descriptor(payload, desc) {
-				return false
-			}
+			ok = d.descriptor(payload, desc)
 		case 3:
 			d.hitsAddend = uint32(v)
 		}
-	}
-	return true
+		return ok
+	})
 }
 
 // descriptor reads a RateLimitDescriptor. Its entries are the next ones
 // of the request's array.
 func (d *decoder) descriptor(b []byte, desc *ratelimitv3.RateLimitDescriptor) bool {
 	first := d.nEntry
-	for len(b) > 0 {
-		num, v, payload, rest, ok := next(b, descriptorFields)
-		if !ok {
-			return false
-		}
-		b = rest
+	ok := fields(b, descriptorFields, func(num int, v uint64, payload []byte) bool {
 		switch num {
 		case 1:
 			e := &d.entries[d.nEntry]
 			d.entryPtrs[d.nEntry] = e
 			d.nEntry++
-			if !d.entry(payload, e) {
-				return false
-			}
+			return d.entry(payload, e)
 		case 2:
 			// A message field that comes again is merged into the
 			// first.
@@ -228,9 +227,7 @@ func (d *decoder) descriptor(b []byte, desc *ratelimitv3.RateLimitDescriptor) bo
 				desc.Limit = &d.limits[d.nLimit]
 				d.nLimit++
 			}
-			if !d.override(payload, desc.Limit) {
-				return false
-			}
+			return d.override(payload, desc.Limit)
 		case 3:
 			x, set, ok := wrapper(payload)
 			if !ok {
@@ -243,54 +240,42 @@ func (d *decoder) descriptor(b []byte, desc *ratelimitv3.RateLimitDescriptor) bo
 			if set {
 				desc.HitsAddend.Value = x
 			}
-		case 4:
-			desc.IsNegativeHits = v != 0
+			return true
 		}
-	}
+		desc.IsNegativeHits = v != 0
+		return true
+	})
 	if d.nEntry > first {
 		// Capped, so that an append to one descriptor's entries cannot
 		// write over the next one's.
 		desc.Entries = d.entryPtrs[first:d.nEntry:d.nEntry]
 	}
-	return true
+	return ok
 }
 
 // entry reads a RateLimitDescriptor_Entry.
 func (d *decoder) entry(b []byte, e *ratelimitv3.RateLimitDescriptor_Entry) bool {
-	for len(b) > 0 {
-		num, _, payload, rest, ok := next(b, entryFields)
-		if !ok {
-			return false
-		}
-		b = rest
+	return fields(b, entryFields, func(num int, _ uint64, payload []byte) bool {
 		s, ok := d.string(payload)
-		if !ok {
-			return false
-		}
 		if num == 1 {
 			e.Key = s
 		} else {
 			e.Value = s
 		}
-	}
-	return true
+		return ok
+	})
 }
 
 // override reads a RateLimitOverride into o, merging into what an
 // earlier occurrence left there.
 func (d *decoder) override(b []byte, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) bool {
-	for len(b) > 0 {
-		num, v, payload, rest, ok := next(b, overrideFields)
-		if !ok {
-			return false
-		}
-		b = rest
+	return fields(b, overrideFields, func(num int, v uint64, payload []byte) bool {
 		switch num {
 		case 1:
 			o.RequestsPerUnit = uint32(v)
 		case 2:
 			o.Unit = typev3.RateLimitUnit(int32(v))
-		case 3:
+		default:
 			x, set, ok := wrapper(payload)
 			if !ok {
 				return false
@@ -306,19 +291,16 @@ func (d *decoder) override(b []byte, o *ratelimitv3.RateLimitDescriptor_RateLimi
 				o.UnitMultiplier.Value = uint32(x)
 			}
 		}
-	}
-	return true
+		return true
+	})
 }
 
 // wrapper reads a UInt64Value or UInt32Value (value = 1, a varint): the
 // last value given, and whether one was.
 func wrapper(b []byte) (v uint64, set, ok bool) {
-	for len(b) > 0 {
-		_, x, _, rest, ok := next(b, wrapperFields)
-		if !ok {
-			return 0, false, false
-		}
-		b, v, set = rest, x, true
-	}
-	return v, set, true
+	ok = fields(b, wrapperFields, func(_ int, x uint64, _ []byte) bool {
+		v, set = x, true
+		return true
+	})
+	return v, set, ok
 }

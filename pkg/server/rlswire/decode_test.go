@@ -2,6 +2,7 @@ package rlswire
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -357,4 +358,28 @@ func benchRequest(n int) wire {
 		ds[i] = wiretest.Descriptor(k, "k4711")
 	}
 	return wiretest.RateLimitRequest("bench", 0, ds...)
+}
+
+// BenchmarkDecodeRequest: the shared benchmark's request (benchRequest)
+// of 1 and 8 descriptors into a new message, as gRPC decodes each.
+func BenchmarkDecodeRequest(b *testing.B) {
+	for _, n := range []int{1, 8} {
+		data := benchRequest(n)
+		b.Run(fmt.Sprintf("codec=proto/descriptors=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := proto.Unmarshal(data, new(rlsv3.RateLimitRequest)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("codec=rlswire/descriptors=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !DecodeRequest(data, new(rlsv3.RateLimitRequest)) {
+					b.Fatal("gave up")
+				}
+			}
+		})
+	}
 }
