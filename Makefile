@@ -1,8 +1,9 @@
 # The commands README.md documents. `make test` is what CI runs.
 GO ?= go
 # go-control-plane's vtprotobuf marshallers build only with this tag; the
-# gRPC codec marshals responses with them when they are there
-# (pkg/server/codec.go), 3x faster than proto.Marshal.
+# gRPC codec marshals ext_authz and RLQS responses with them when they are
+# there (pkg/server/codec.go), 3x faster than proto.Marshal. The
+# RateLimitService's messages are pkg/server/rlswire's in every build.
 export GOFLAGS += -tags=vtprotobuf
 
 .PHONY: test lint deps run bench
