@@ -1,8 +1,9 @@
 # The commands README.md documents. `make test` is what CI runs.
 GO ?= go
 # go-control-plane's vtprotobuf marshallers build only with this tag; the
-# gRPC codec marshals responses with them when they are there
-# (pkg/server/codec.go), 3x faster than proto.Marshal.
+# gRPC codec marshals ext_authz and RLQS responses with them when they are
+# there (pkg/server/codec.go), 3x faster than proto.Marshal. The
+# RateLimitService's messages are pkg/server/rlswire's in every build.
 export GOFLAGS += -tags=vtprotobuf
 
 .PHONY: test lint deps run bench
@@ -18,6 +19,7 @@ test: deps lint
 # Redis answers make coverage vary between runs of one input, so
 # minimising what looks new is capped.
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime 8s ./pkg/server/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 8s ./pkg/server/rlswire/
 	$(GO) test -run '^$$' -fuzz '^FuzzDescriptors$$' -fuzztime 8s ./pkg/frontdoor/spec/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 8s ./pkg/policy/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompatTree$$' -fuzztime 8s ./pkg/policy/

@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,14 +23,15 @@ import (
 	"github.com/tokengate/tokengate/internal/wiretest"
 	"github.com/tokengate/tokengate/pkg/clock"
 	"github.com/tokengate/tokengate/pkg/metrics"
+	"github.com/tokengate/tokengate/pkg/service"
 )
 
 // wire is protobuf wire data built by hand (internal/wiretest).
 type wire = wiretest.Wire
 
-// TestCodecMatchesProto: the vtprotobuf marshalling of a full response
-// gives the same bytes as the proto library's deterministic marshalling,
-// and unmarshals back to an equal message.
+// TestCodecMatchesProto: the codec's marshalling of a full response
+// (rlswire's) gives the same bytes as the proto library's deterministic
+// marshalling, and unmarshals back to an equal message.
 func TestCodecMatchesProto(t *testing.T) {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT,
@@ -51,7 +54,7 @@ func TestCodecMatchesProto(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got.Materialize(), want) {
-		t.Fatalf("vtprotobuf bytes differ from proto's:\n%x\n%x", got.Materialize(), want)
+		t.Fatalf("the codec's bytes differ from proto's:\n%x\n%x", got.Materialize(), want)
 	}
 	back := new(rlsv3.RateLimitResponse)
 	if err := c.Unmarshal(got, back); err != nil || !proto.Equal(back, resp) {
@@ -104,6 +107,69 @@ func TestCodecUnmarshal(t *testing.T) {
 	}
 }
 
+// TestCodecDecodesAsProto: whether rlswire takes a RateLimitRequest or
+// gives up (an unknown field, kept by proto), and in one buffer or
+// several, the codec decodes what proto.Unmarshal decodes; one above
+// gateFrom too, which goes through the decode gate and checkShape first.
+func TestCodecDecodesAsProto(t *testing.T) {
+	full, err := proto.Marshal(wiretest.FullRateLimitRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var large []wire
+	for range service.MaxDescriptors {
+		large = append(large, wiretest.Descriptor("user_id", strings.Repeat("v", 300)))
+	}
+	tests := []struct {
+		name string
+		b    wire
+	}{
+		{"every field", full},
+		{"an unknown field", wiretest.RateLimitRequest("edge", 0, wiretest.Descriptor("user_id", "alice")).Varint(9, 1)},
+		{"above gateFrom", wiretest.RateLimitRequest("edge", 0, large...)},
+	}
+	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.New(slog.DiscardHandler), clock.NewMonotonic(), newDecodeGate())
+	for _, tc := range tests {
+		for _, pieces := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s in %d", tc.name, pieces), func(t *testing.T) {
+				var data mem.BufferSlice
+				for i := range pieces {
+					data = append(data, mem.SliceBuffer(tc.b[i*len(tc.b)/pieces:(i+1)*len(tc.b)/pieces]))
+				}
+				got, want := new(rlsv3.RateLimitRequest), new(rlsv3.RateLimitRequest)
+				if err := c.Unmarshal(data, got); err != nil {
+					t.Fatal(err)
+				}
+				if err := proto.Unmarshal(tc.b, want); err != nil || !proto.Equal(got, want) {
+					t.Fatalf("decoded %v, proto.Unmarshal %v (%v)", got, want, err)
+				}
+			})
+		}
+	}
+	if n := len(wiretest.RateLimitRequest("edge", 0, large...)); n <= gateFrom {
+		t.Fatalf("the large request is %d bytes, not above gateFrom", n)
+	}
+}
+
+// TestCodecDecodesByHand: a request of 8 descriptors costs the codec
+// rlswire's few allocations, not proto.Unmarshal's (45).
+func TestCodecDecodesByHand(t *testing.T) {
+	var ds []wire
+	for i := range 8 {
+		ds = append(ds, wiretest.Descriptor(fmt.Sprintf("user%d", i), "v"))
+	}
+	data := mem.BufferSlice{mem.SliceBuffer(wiretest.RateLimitRequest("edge", 0, ds...))}
+	c := newCodec(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "invalid"}, []string{"method"}), slog.New(slog.DiscardHandler), clock.NewMonotonic(), newDecodeGate())
+	req := new(rlsv3.RateLimitRequest)
+	if n := testing.AllocsPerRun(100, func() {
+		if err := c.Unmarshal(data, req); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 8 {
+		t.Fatalf("%v allocations", n)
+	}
+}
+
 // TestCodecLogBounded: at debug, requests decoded leniently are
 // lenientLogPerSecond lines a second, the next line saying how many were
 // dropped.
@@ -134,8 +200,8 @@ func TestCodecLogBounded(t *testing.T) {
 }
 
 // BenchmarkMarshalResponse: the codec on a response of 8 statuses, as the
-// service writes one. With the vtprotobuf tag (make bench) it takes
-// vtprotobuf's marshalling; without, the proto codec's.
+// service writes one: rlswire's marshalling, into gRPC's pooled buffer,
+// in every build.
 func BenchmarkMarshalResponse(b *testing.B) {
 	r := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
 	for range 8 {

@@ -201,15 +201,20 @@ func (s *fuzzServer) decode(data []byte, m proto.Message) bool {
 	return s.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, m) == nil
 }
 
-// marshals fails t unless the codec can write resp: a response it cannot
-// write is an Internal error at Envoy.
+// marshals fails t unless the codec can write resp (a response it cannot
+// write is an Internal error at Envoy), as bytes proto.Unmarshal reads
+// back as resp.
 func (s *fuzzServer) marshals(t *testing.T, resp proto.Message) {
 	t.Helper()
 	b, err := s.codec.Marshal(resp)
 	if err != nil {
 		t.Fatalf("%T cannot be written: %v\n%v", resp, err, resp)
 	}
-	b.Free()
+	defer b.Free()
+	back := resp.ProtoReflect().New().Interface()
+	if err := proto.Unmarshal(b.Materialize(), back); err != nil || !proto.Equal(back, resp) {
+		t.Fatalf("%T written as\n%x\nread back as %v (%v)\nwant %v", resp, b.Materialize(), back, err, resp)
+	}
 }
 
 func (s *fuzzServer) shouldRateLimit(t *testing.T, data []byte) {

@@ -137,8 +137,9 @@ type Server struct {
 
 // gRPC limits, set deliberately: ratelimit requests are small, and Envoy
 // keeps long-lived HTTP/2 connections with its own keepalives. Streams are
-// served by a pool of streamWorkers goroutines that live on, and responses
-// are marshalled by vtprotobuf when built with its tag (codec.go). A
+// served by a pool of streamWorkers goroutines that live on, and messages
+// are encoded as codec.go says (ratelimit requests and responses by hand,
+// other responses by vtprotobuf when built with its tag). A
 // stream that finds every worker busy gets a goroutine of its own (gRPC's
 // fallback), whose stack then grows by copying: with a pool of GOMAXPROCS
 // workers, 64 requests in flight spent 13% of the server's CPU (8

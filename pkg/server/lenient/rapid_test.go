@@ -1,7 +1,6 @@
 package lenient
 
 import (
-	"math"
 	"testing"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -10,79 +9,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"pgregory.net/rapid"
+
+	"github.com/tokengate/tokengate/internal/protorand"
 )
-
-// fill sets random values on a random subset (three in four) of m's fields, messages at
-// most depth levels below m. Strings are valid UTF-8: these are messages
-// proto.Marshal writes.
-func fill(t *rapid.T, m protoreflect.Message, depth int) {
-	fields := m.Descriptor().Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		isMsg := fd.Message() != nil && !fd.IsMap()
-		if (isMsg && depth == 0) || rapid.IntRange(0, 3).Draw(t, string(fd.Name())) == 0 {
-			continue
-		}
-		switch {
-		case fd.IsMap():
-			mp := m.Mutable(fd).Map()
-			for range rapid.IntRange(0, 2).Draw(t, "entries") {
-				k := randomScalar(t, fd.MapKey())
-				if fd.MapValue().Message() != nil {
-					v := mp.NewValue()
-					if depth > 0 {
-						fill(t, v.Message(), depth-1)
-					}
-					mp.Set(k.MapKey(), v)
-				} else {
-					mp.Set(k.MapKey(), randomScalar(t, fd.MapValue()))
-				}
-			}
-		case fd.IsList():
-			list := m.Mutable(fd).List()
-			for range rapid.IntRange(0, 2).Draw(t, "elements") {
-				if isMsg {
-					e := list.NewElement()
-					fill(t, e.Message(), depth-1)
-					list.Append(e)
-				} else {
-					list.Append(randomScalar(t, fd))
-				}
-			}
-		case isMsg:
-			fill(t, m.Mutable(fd).Message(), depth-1)
-		default:
-			m.Set(fd, randomScalar(t, fd))
-		}
-	}
-}
-
-// randomScalar is a random value of fd's scalar kind.
-func randomScalar(t *rapid.T, fd protoreflect.FieldDescriptor) protoreflect.Value {
-	switch fd.Kind() {
-	case protoreflect.BoolKind:
-		return protoreflect.ValueOfBool(rapid.Bool().Draw(t, "bool"))
-	case protoreflect.EnumKind:
-		return protoreflect.ValueOfEnum(protoreflect.EnumNumber(rapid.Int32().Draw(t, "enum")))
-	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		return protoreflect.ValueOfInt32(rapid.Int32().Draw(t, "int32"))
-	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		return protoreflect.ValueOfUint32(rapid.Uint32().Draw(t, "uint32"))
-	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		return protoreflect.ValueOfInt64(rapid.Int64().Draw(t, "int64"))
-	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		return protoreflect.ValueOfUint64(rapid.Uint64().Draw(t, "uint64"))
-	case protoreflect.FloatKind:
-		return protoreflect.ValueOfFloat32(math.Float32frombits(rapid.Uint32().Draw(t, "float")))
-	case protoreflect.DoubleKind:
-		return protoreflect.ValueOfFloat64(math.Float64frombits(rapid.Uint64().Draw(t, "double")))
-	case protoreflect.StringKind:
-		return protoreflect.ValueOfString(rapid.StringN(0, 6, -1).Draw(t, "string"))
-	case protoreflect.BytesKind:
-		return protoreflect.ValueOfBytes(rapid.SliceOfN(rapid.Byte(), 0, 6).Draw(t, "bytes"))
-	}
-	panic("randomScalar: not a scalar: " + fd.FullName())
-}
 
 // randomTypes are the messages the properties draw from, with the depth
 // to fill them to: the two requests, a proto2 message with packed fields
@@ -112,7 +41,7 @@ func TestLenientMatchesProtoRapid(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		typ := types[rapid.IntRange(0, len(types)-1).Draw(t, "type")]
 		src := typ.typ.New()
-		fill(t, src, typ.depth)
+		protorand.Fill(t, src, typ.depth)
 		opts := proto.MarshalOptions{AllowPartial: true, Deterministic: rapid.Bool().Draw(t, "deterministic")}
 		b, err := opts.Marshal(src.Interface())
 		if err != nil {
@@ -134,35 +63,16 @@ func TestLenientMutationsRapid(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		typ := types[rapid.IntRange(0, len(types)-1).Draw(t, "type")]
 		src := typ.typ.New()
-		fill(t, src, typ.depth)
+		protorand.Fill(t, src, typ.depth)
 		b, err := proto.MarshalOptions{AllowPartial: true}.Marshal(src.Interface())
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
 		}
 		for range rapid.IntRange(1, 2).Draw(t, "mutations") {
-			b = mutate(t, b)
+			b = protorand.Mutate(t, b)
 		}
 		compareDecoders(t, typ.typ, b, false)
 	})
-}
-
-// mutate changes, inserts or deletes one byte of b, or cuts it short.
-func mutate(t *rapid.T, b []byte) []byte {
-	if len(b) == 0 {
-		return []byte{rapid.Byte().Draw(t, "byte")}
-	}
-	i := rapid.IntRange(0, len(b)-1).Draw(t, "at")
-	switch rapid.IntRange(0, 3).Draw(t, "mutation") {
-	case 0:
-		b[i] = rapid.Byte().Draw(t, "byte")
-	case 1:
-		b = append(b[:i:i], append([]byte{rapid.Byte().Draw(t, "byte")}, b[i:]...)...)
-	case 2:
-		b = append(b[:i:i], b[i+1:]...)
-	default:
-		b = b[:i]
-	}
-	return b
 }
 
 // compareDecoders decodes b with proto.Unmarshal and Unmarshal.
