@@ -28,7 +28,8 @@ local function compactcall(keys, ko, s)
     -- the batch left it.
     local recs, base = BATCH_RECS, ko
     if not BATCH_FRESH then recs, base = batchrecs(keys, ko, n), 0 end
-    if leanload(recs, base, n, s, pos) then return leandecide(keys, ko, n, BTOL[ci], reserve) end
+    local r = leandecide(keys, ko, recs, base, n, s, pos, BTOL[ci], reserve)
+    if r then return r end
   end
   return general(one, {unpack(keys, ko + 1, ko + n)}, classic(co, nh, nl, fh, fl, n, s, pos, reserve))
 end

@@ -293,7 +293,7 @@ end
 
 -- packreply packs a lean reply of n items (contract.go): reply holds
 -- allowed, then each item's fields. PACKED keeps its struct format by n;
--- struct.pack and unpack are upvalues, as in leanload (lean.lua).
+-- struct.pack and unpack are upvalues, as in leandecide (lean.lua).
 local packreply
 do
   local PACKED, spack, tunpack = {}, struct.pack, unpack
