@@ -106,11 +106,11 @@ end
 -- the request be refused (cross.go).
 --
 -- It runs once an item: it keeps the C functions it calls most as
--- upvalues (sfind, sunpack, spack), each read at once where a library's
--- function is two lookups (the global, then its field).
+-- upvalues (sfind, sunpack, spack, rcall: redis.call), each read at once
+-- where a library's function is two lookups (the global, then its field).
 local leandecide
 do
-  local sfind, sunpack, spack = string.find, struct.unpack, struct.pack
+  local sfind, sunpack, spack, rcall = string.find, struct.unpack, struct.pack, redis.call
 
   -- leanpeer reports whether a bucket's record rec, whose identity is not
   -- the item's, still needs no conversion to the item's version, of
@@ -244,7 +244,7 @@ do
             local q = PENDING[key]
             pend(key, bal .. string.sub(v[k + 8], REC_BALANCE_BYTES + 1), q and q.px)
           else
-            redis.call('SETRANGE', key, '0', bal)
+            rcall('SETRANGE', key, '0', bal)
           end
         end
       end
