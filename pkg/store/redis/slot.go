@@ -6,11 +6,23 @@ import (
 )
 
 // slotOf is the Redis Cluster hash slot of a key whose hash tag is t:
-// CRC16-XMODEM of the tag, modulo 16384 (the Cluster specification).
+// CRC16-XMODEM of the tag, modulo 16384 (the Cluster specification), a
+// byte at a time from crcTable. A Cluster store computes it several times
+// a key (routing, batching, node calls); bit by bit it was an eighth of
+// the server's CPU at vs-peer's CLUSTER=1 load.
 func slotOf(t string) uint16 {
 	var crc uint16
 	for i := 0; i < len(t); i++ {
-		crc ^= uint16(t[i]) << 8
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^t[i]]
+	}
+	return crc & 16383
+}
+
+// crcTable is the CRC16-XMODEM (polynomial 0x1021, no reflection) of each
+// byte as the high byte of the register.
+var crcTable = func() (t [256]uint16) {
+	for b := range t {
+		crc := uint16(b) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -18,9 +30,10 @@ func slotOf(t string) uint16 {
 				crc <<= 1
 			}
 		}
+		t[b] = crc
 	}
-	return crc & 16383
-}
+	return t
+}()
 
 // bySlot groups item indices by hash slot, in order of first appearance:
 // the first group holds item 0.
