@@ -185,32 +185,32 @@ do
       local report = p.k == CHARGE_REPORT
       -- The state to write, ns until it is full (funtil to p.c:
       -- funtilfull's wait, one call less), and whether it is written.
-      local t, f, a, put
+      local t, f, a, put, ns
       if allowed or report then
         t, f, a = v[k + 10], v[k + 11], v[k + 12]
         -- A check (cost 0) leaves the stored bucket as it was, but for the
         -- refill that the record's cursor gives anyway.
         put = not EXPIRE or v[k + 9] ~= 0
-      else
-        t, f, a = v[k + 2], v[k + 3], v[k + 4]
-        put = not EXPIRE
-      end
-      local ns = funtil(p, t, f, a, p.c)
-      if allowed or report then
+        ns = funtil(p, t, f, a, p.c)
         reply[r + REPLY_RESET], reply[r + REPLY_EXTRA2] = ns, 0
         if reserve and not report then
           reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = v[k + 2], funtilfull(p, v[k + 2], v[k + 3], v[k + 4])
         elseif not report then
           reply[r + REPLY_EXTRA1] = 0
         end
-      elseif reserve then
-        -- Each item's own outcome, and the bucket's uncharged one.
-        reply[r + REPLY_RESET] = funtilfull(p, v[k + 10], v[k + 11], v[k + 12])
-        reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = t, ns
       else
-        reply[r + REPLY_FLAGS] = reply[r + REPLY_FLAGS] + FLAG_SNAPSHOT
-        reply[r + REPLY_REMAINING], reply[r + REPLY_RESET] = t, ns
-        reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = f, a
+        t, f, a = v[k + 2], v[k + 3], v[k + 4]
+        put = not EXPIRE
+        ns = funtil(p, t, f, a, p.c)
+        if reserve then
+          -- Each item's own outcome, and the bucket's uncharged one.
+          reply[r + REPLY_RESET] = funtilfull(p, v[k + 10], v[k + 11], v[k + 12])
+          reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = t, ns
+        else
+          reply[r + REPLY_FLAGS] = reply[r + REPLY_FLAGS] + FLAG_SNAPSHOT
+          reply[r + REPLY_REMAINING], reply[r + REPLY_RESET] = t, ns
+          reply[r + REPLY_EXTRA1], reply[r + REPLY_EXTRA2] = f, a
+        end
       end
       if put then
         -- The write (put), or held back (PENDING). Only the balance
