@@ -6,7 +6,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestSlotOf: the table-driven CRC16 is the Cluster specification's,
+// TestSlotOf: the table-driven CRC16 (eight bytes at a time, then one) is the Cluster specification's,
 // bit by bit, for any tag, and gives the slots Redis 7.0.15's CLUSTER
 // KEYSLOT answered for these keys.
 func TestSlotOf(t *testing.T) {
