@@ -11,21 +11,23 @@ export GOFLAGS += -tags=vtprotobuf
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 test: deps lint
-	$(GO) test -race -count=1 ./...
+# Four test binaries at once on two cores: the longest (failovers, stalls,
+# clusters that take 2s to form) mostly wait, and overlap.
+	$(GO) test -race -p 4 -count=1 ./...
 	$(GO) test -count=1 -run 'Cardinality' ./pkg/store/memory/
 # Allocation counts, which the race detector's sync.Pool makes vary.
 	$(GO) test -count=1 -run 'AllocatesNothing' ./pkg/service/
-# Each fuzz target briefly (one per invocation; BENCHMARKS.md, Fuzzing).
+# Each fuzz target briefly, 4s (one per invocation; BENCHMARKS.md, Fuzzing).
 # Redis answers make coverage vary between runs of one input, so
 # minimising what looks new is capped.
-	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime 8s ./pkg/server/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 8s ./pkg/server/rlswire/
-	$(GO) test -run '^$$' -fuzz '^FuzzDescriptors$$' -fuzztime 8s ./pkg/frontdoor/spec/
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 8s ./pkg/policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompatTree$$' -fuzztime 8s ./pkg/policy/
-	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime 8s ./pkg/policy/xds/
-	$(GO) test -run '^$$' -fuzz '^FuzzForwardAuthQuery$$' -fuzztime 8s ./pkg/frontdoor/
-	$(GO) test -run '^$$' -fuzz '^FuzzLuaMatchesBucket$$' -fuzztime 8s -fuzzminimizetime 1s ./pkg/store/redis/
+	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime 4s ./pkg/server/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 4s ./pkg/server/rlswire/
+	$(GO) test -run '^$$' -fuzz '^FuzzDescriptors$$' -fuzztime 4s ./pkg/frontdoor/spec/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 4s ./pkg/policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompatTree$$' -fuzztime 4s ./pkg/policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime 4s ./pkg/policy/xds/
+	$(GO) test -run '^$$' -fuzz '^FuzzForwardAuthQuery$$' -fuzztime 4s ./pkg/frontdoor/
+	$(GO) test -run '^$$' -fuzz '^FuzzLuaMatchesBucket$$' -fuzztime 4s -fuzzminimizetime 1s ./pkg/store/redis/
 	cd tools && $(GO) test -count=1 ./...
 
 # gofmt, go vet and staticcheck over both modules.

@@ -192,8 +192,11 @@ func failoverKeys(n int) []string {
 // topology by itself, its calls reaching the promoted master as soon as
 // its own map of the nodes has it (callOn). No key is
 // charged more than its allowances (exactly them on the nodes that stayed
-// up), and every refund of a request that timed out lands.
+// up), and every refund of a request that timed out lands. The two
+// failover tests run beside each other (t.Parallel): most of their time
+// is spent waiting for a failure to be detected.
 func TestClusterFailover(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartClusterWithReplicas(t)
 	s := failoverStore(t, redisconn.Config{Addr: strings.Join(cl.Addrs(), ","), Cluster: true})
 	keys := failoverKeys(60)
@@ -225,6 +228,7 @@ func TestClusterFailover(t *testing.T) {
 // Sentinel that promotes the replica a second after the master stops
 // answering.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
 	master := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
 	poll.Eventually(t, 10*time.Second, func() bool {
