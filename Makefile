@@ -11,9 +11,7 @@ export GOFLAGS += -tags=vtprotobuf
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 test: deps lint
-# Four test binaries at once on two cores: the longest (failovers, stalls,
-# clusters that take 2s to form) mostly wait, and overlap.
-	$(GO) test -race -p 4 -count=1 ./...
+	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run 'Cardinality' ./pkg/store/memory/
 # Allocation counts, which the race detector's sync.Pool makes vary.
 	$(GO) test -count=1 -run 'AllocatesNothing' ./pkg/service/

@@ -141,7 +141,11 @@ func TestBatchCallErrorsStayTheirs(t *testing.T) {
 func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
 	srv := redistest.Start(t)
 	reg := prometheus.NewRegistry()
+	// The held call's timeout is longer than the pause, which is longer
+	// than any stall of a loaded machine: it is lifted (CLIENT UNPAUSE) once
+	// the queued request has given up.
 	s := newStore(t, newClient(t, srv.Addr()), Options{Registerer: reg, DenyCacheBytes: new(0), Batch: BatchOptions{MaxInFlight: new(1)},
+		Timeout: 30 * time.Second,
 		Breaker: BreakerOptions{Failures: 1, Window: new(time.Duration(0))}}) // one failure would open the circuit
 	v := storetest.Version(t, 1, 10, "1/h")
 	decide := func(ctx context.Context, key string) error {
@@ -154,9 +158,11 @@ func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Paused well past the queued request's 50ms, so that a stalled
-	// machine (the race detector, tests in parallel) cannot end the pause
-	// before that request has queued and given up.
-	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", "1500", "ALL"); err != nil {
+	// machine (the race detector, tests in parallel: 1.5s was not enough
+	// once) cannot end the pause before that request has queued and given
+	// up. Writes are paused (an FCALL is one), not all commands, which
+	// would hold CLIENT UNPAUSE too.
+	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", "20000", "WRITE"); err != nil {
 		t.Fatal(err)
 	}
 	first := make(chan error, 1)
@@ -167,6 +173,9 @@ func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := decide(ctx, "queued")
+	if _, uerr := redistest.Do(srv.Addr(), "CLIENT", "UNPAUSE"); uerr != nil {
+		t.Fatal(uerr)
+	}
 	if !errors.Is(err, errQueued) {
 		t.Fatalf("queued past its deadline: %v, want errQueued", err)
 	}
