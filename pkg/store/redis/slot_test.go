@@ -6,9 +6,9 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestSlotOf: the table-driven CRC16 (eight bytes at a time, then one) is the Cluster specification's,
-// bit by bit, for any tag, and gives the slots Redis 7.0.15's CLUSTER
-// KEYSLOT answered for these keys.
+// TestSlotOf: the table-driven CRC16 (eight bytes at a time, then one)
+// is the Cluster specification's, bit by bit, for any tag, and gives the
+// slots Redis 7.0.15's CLUSTER KEYSLOT answered for these keys.
 func TestSlotOf(t *testing.T) {
 	for key, want := range map[string]uint16{
 		"123456789": 12739, // CRC16 0x31C3, the specification's check value
