@@ -87,10 +87,10 @@ func TestMaxMemoryFlood(t *testing.T) {
 }
 
 // TestMaxMemoryPolicies is why CheckLimits accepts volatile-ttl alone: a
-// flood of about 9 times what fits (11k keys), with the real users drained first and then
-// quiet, keeps every drained bucket under volatile-ttl and evicts them
-// under volatile-lru and volatile-lfu (the flood's keys are all more
-// recent, and as often used).
+// flood of about 9 times what fits (11k keys), with the real users
+// drained first and then quiet, keeps every drained bucket under
+// volatile-ttl and evicts them under volatile-lru and volatile-lfu (the
+// flood's keys are all more recent, and as often used).
 func TestMaxMemoryPolicies(t *testing.T) {
 	const maxMemory = 4 << 20
 	for _, tc := range []struct {
