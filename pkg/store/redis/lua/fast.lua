@@ -19,16 +19,18 @@
 -- that can exceed it, elapsed*n, is only compared with a room below
 -- FAST_LIMIT: a rounded product is at least 2^53 exactly when the true one
 -- is, so the comparison is exact. Division rounds, so fdiv corrects the
--- quotient by one either way; q*b stays an exact integer below 2^53.
+-- remainder by b either way: Lua's a % b is a - floor(a/b)*b, the
+-- quotient floor(a/b) off by at most one and its product with b an exact
+-- integer below 2^53. The quotient is then (a - r) / b, a multiple of b
+-- divided, which is exact. The operator, not math.floor: no call.
 local function fdiv(a, b)
-  local q = floor(a / b)
-  local r = a - q * b
+  local r = a % b
   if r < 0 then
-    q, r = q - 1, r + b
+    r = r + b
   elseif r >= b then
-    q, r = q + 1, r - b
+    r = r - b
   end
-  return q, r
+  return (a - r) / b, r
 end
 
 -- fms is ns in whole ms, rounded up.
