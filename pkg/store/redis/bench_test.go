@@ -412,3 +412,82 @@ func redisCPU(t testing.TB, addr string) float64 {
 	}
 	return sec * 1e6
 }
+
+// BenchmarkWarmBatch is the script's own cost a bucket, without the cold
+// keyspace reads of a live run: one batch as vs-peer's eight-descriptor
+// load makes them (16 requests of 8 buckets, no two sharing one) is laid
+// out once and sent again and again to one redis-server, its 128 buckets
+// stored and so in the cache; beside it floorLibrary on 128 other keys of
+// the same shape, each stored with a record of the same length. Each
+// reports INFO commandstats' FCALL µs a bucket (the function's time, its
+// nested commands counted once). The instant is the batch's, so no bucket
+// refills; 10^9 tokens outlast any b.N.
+func BenchmarkWarmBatch(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv.Addr())
+	ctx := context.Background()
+	if err := c.Do(ctx, c.B().FunctionLoad().Replace().FunctionCode(floorLibrary).Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
+	s := newStore(b, c, Options{})
+	v := storetest.Version(b, 1, 1_000_000_000, "1000000000/s")
+	warm(b, s, store.Item{Key: "warm", Version: v, Cost: 1}) // the library loaded, the clock anchored
+	batch := make([]*queued, 16)
+	for i := range batch {
+		req := &store.Request{Items: make([]store.Item, 8)}
+		for k := range req.Items {
+			req.Items[k] = store.Item{Key: "user" + strconv.Itoa(k) + "-" + strconv.Itoa(i), Version: v, Cost: 1}
+		}
+		at, err := s.instant(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw := requestTags(req)
+		cc := s.compactDecide(req, raw, at)
+		if cc == nil {
+			b.Fatal("no compact call")
+		}
+		batch[i] = &queued{keys: s.bucketKeys(raw), compact: cc}
+	}
+	keys, args := batchArgs(batch)
+	tokengate := script.fcall(c, keys, args).Pin()
+	for range 2 { // the first stores the buckets; the second must take the lean path, as every later one
+		replies, err := c.Do(ctx, tokengate).ToArray()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, r := range replies {
+			if !r.IsString() {
+				b.Fatalf("call %d of the batch answered %v, not packed: not the lean path", i, r)
+			}
+		}
+	}
+	rec, err := c.Do(ctx, c.B().Get().Key(keys[0]).Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	floorKeys := make([]string, len(keys))
+	for i, k := range keys {
+		floorKeys[i] = k + ":floor"
+		if err := c.Do(ctx, c.B().Set().Key(floorKeys[i]).Value(rec).Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	floor := c.B().Fcall().Function("tgfloor").Numkeys(int64(len(floorKeys))).Key(floorKeys...).Arg(strings.Repeat("b", recBalanceBytes)).Build().Pin()
+	for _, bc := range []struct {
+		name string
+		call rueidis.Completed
+	}{{"tokengate", tokengate}, {"read-write floor", floor}} {
+		b.Run(bc.name, func(b *testing.B) {
+			before := commandStatsFull(b, srv.Addr())
+			for b.Loop() {
+				if err := c.Do(ctx, bc.call).Error(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			after := commandStatsFull(b, srv.Addr())
+			calls := after["fcall"][0] - before["fcall"][0]
+			b.ReportMetric(float64(after["fcall"][1]-before["fcall"][1])/float64(calls*int64(len(keys))), "fcall-µs/bucket")
+		})
+	}
+}
