@@ -181,6 +181,17 @@ redis.register_function('tgfloor', function(keys, args)
   return #keys
 end)`
 
+// floorServer starts a redis-server with floorLibrary loaded, and a
+// store on it.
+func floorServer(b *testing.B) (*redistest.Server, rueidis.Client, *Store) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv.Addr())
+	if err := c.Do(context.Background(), c.B().FunctionLoad().Replace().FunctionCode(floorLibrary).Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
+	return srv, c, newStore(b, c, Options{})
+}
+
 // BenchmarkPerBucket puts the store's Redis time per bucket beside two
 // yardsticks, in one run against one redis-server, each summed over INFO
 // commandstats as shared/bench/vs-peer.sh sums it (a function's nested
@@ -197,13 +208,8 @@ end)`
 // reference is what no exact design deciding inside Redis can go below by
 // this measure; tokengate over the floor is what its decisions add.
 func BenchmarkPerBucket(b *testing.B) {
-	srv := redistest.Start(b)
-	c := newClient(b, srv.Addr())
+	srv, c, s := floorServer(b)
 	ctx := context.Background()
-	if err := c.Do(ctx, c.B().FunctionLoad().Replace().FunctionCode(floorLibrary).Build()).Error(); err != nil {
-		b.Fatal(err)
-	}
-	s := newStore(b, c, Options{})
 	v := storetest.Version(b, 1, 1_000_000_000, "1000000/s")
 	balance := strings.Repeat("b", recBalanceBytes)
 	var n atomic.Int64
@@ -423,13 +429,8 @@ func redisCPU(t testing.TB, addr string) float64 {
 // nested commands counted once). The instant is the batch's, so no bucket
 // refills; 10^9 tokens outlast any b.N.
 func BenchmarkWarmBatch(b *testing.B) {
-	srv := redistest.Start(b)
-	c := newClient(b, srv.Addr())
+	srv, c, s := floorServer(b)
 	ctx := context.Background()
-	if err := c.Do(ctx, c.B().FunctionLoad().Replace().FunctionCode(floorLibrary).Build()).Error(); err != nil {
-		b.Fatal(err)
-	}
-	s := newStore(b, c, Options{})
 	v := storetest.Version(b, 1, 1_000_000_000, "1000000000/s")
 	warm(b, s, store.Item{Key: "warm", Version: v, Cost: 1}) // the library loaded, the clock anchored
 	batch := make([]*queued, 16)
