@@ -71,13 +71,23 @@ func TestAmbiguousTimeouts(t *testing.T) {
 			if _, _, err := decideID(context.Background(), "", 0); err != nil { // the clock anchored, the library loaded
 				t.Fatal(err)
 			}
-			paused := time.Now()
-			if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", strconv.FormatInt(tc.pause.Milliseconds(), 10), "ALL"); err != nil {
+			// An answer that comes late: writes held (an FCALL is one) until
+			// the call is out past its deadline, then resumed, well within
+			// its late wait. One lost: all commands held past the late wait.
+			resumed := time.Now().Add(tc.pause)
+			resume := func() {}
+			if tc.pause < lateWait {
+				resume = pauseWrites(t, srv.Addr())
+			} else if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", strconv.FormatInt(tc.pause.Milliseconds(), 10), "ALL"); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 			defer cancel()
 			_, _, err := decide(ctx, 4)
+			if tc.pause < lateWait {
+				resume()
+				resumed = time.Now()
+			}
 			var amb store.Ambiguous
 			if !errors.As(err, &amb) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("a call out when its deadline passed: %v, want an ambiguous timeout", err)
@@ -102,7 +112,7 @@ func TestAmbiguousTimeouts(t *testing.T) {
 			}
 			// The client's connections are not ordered among each other:
 			// read once Redis has run what it held.
-			time.Sleep(time.Until(paused.Add(tc.pause + 50*time.Millisecond)))
+			time.Sleep(time.Until(resumed.Add(50 * time.Millisecond)))
 			if tc.id != "" && got == "refunded" {
 				// A retry of the refunded request is decided (and charged),
 				// not replayed.

@@ -157,14 +157,9 @@ func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
 	if err := decide(context.Background(), "warm"); err != nil {
 		t.Fatal(err)
 	}
-	// Paused well past the queued request's 50ms, so that a stalled
-	// machine (the race detector, tests in parallel: 1.5s was not enough
-	// once) cannot end the pause before that request has queued and given
-	// up. Writes are paused (an FCALL is one), not all commands, which
-	// would hold CLIENT UNPAUSE too.
-	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", "20000", "WRITE"); err != nil {
-		t.Fatal(err)
-	}
+	// Paused until the queued request has given up (a pause of 1.5s ran
+	// out before that once, with the race detector and tests in parallel).
+	resume := pauseWrites(t, srv.Addr())
 	first := make(chan error, 1)
 	go func() { first <- decide(context.Background(), "held") }()
 	for s.batch.inFlightNow() == 0 {
@@ -173,9 +168,7 @@ func TestQueuedPastDeadlineIsNotSent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := decide(ctx, "queued")
-	if _, uerr := redistest.Do(srv.Addr(), "CLIENT", "UNPAUSE"); uerr != nil {
-		t.Fatal(uerr)
-	}
+	resume()
 	if !errors.Is(err, errQueued) {
 		t.Fatalf("queued past its deadline: %v, want errQueued", err)
 	}

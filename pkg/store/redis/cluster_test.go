@@ -315,14 +315,17 @@ func TestClusterAmbiguous(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, n := range cl.Nodes {
-			if _, err := redistest.Do(n.Addr(), "CLIENT", "PAUSE", "120", "ALL"); err != nil {
-				t.Fatal(err)
-			}
+		// Held until the call is out past its deadline, then resumed, well
+		// within the call's late wait.
+		addrs := make([]string, len(cl.Nodes))
+		for i, n := range cl.Nodes {
+			addrs[i] = n.Addr()
 		}
+		resume := pauseWrites(t, addrs...)
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 		_, err := s.Decide(ctx, &store.Request{Items: items}, make([]store.Result, len(items)))
 		cancel()
+		resume()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%v: a call out when its deadline passed: %v, want a timeout", keys, err)
 		}

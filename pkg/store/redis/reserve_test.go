@@ -242,15 +242,15 @@ func TestAmbiguousReserve(t *testing.T) {
 		return res[0].Remaining
 	}
 	balance() // the clock anchored, the library loaded
-	const pause = 120 * time.Millisecond
-	paused := time.Now()
-	if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", strconv.FormatInt(pause.Milliseconds(), 10), "ALL"); err != nil {
-		t.Fatal(err)
-	}
+	// Held until the call is out past its deadline, then resumed, well
+	// within the call's late wait: its answer comes late.
+	resume := pauseWrites(t, srv.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 	defer cancel()
 	items := []store.Item{{Key: "u", Version: v, Charge: store.Check, Reserve: 30, ReserveTTL: int64(time.Minute)}}
 	_, err := s.Decide(ctx, &store.Request{Now: s.opts.Clock.Now(), ID: "a", Items: items}, make([]store.Result, 1))
+	resume()
+	resumed := time.Now()
 	var amb store.Ambiguous
 	if !errors.As(err, &amb) {
 		t.Fatalf("a reserving check out at its deadline: %v, want an ambiguous error", err)
@@ -259,7 +259,7 @@ func TestAmbiguousReserve(t *testing.T) {
 	poll.Eventually(t, 5*time.Second, func() bool {
 		return testutil.ToFloat64(s.metrics.ambiguous.WithLabelValues("refunded")) == 1
 	}, "the reservation refunded")
-	time.Sleep(time.Until(paused.Add(pause + 50*time.Millisecond)))
+	time.Sleep(time.Until(resumed.Add(50 * time.Millisecond)))
 	if b := balance(); b != 100 {
 		t.Fatalf("after the refund: %d, want 100", b)
 	}

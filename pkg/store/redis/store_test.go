@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,33 @@ func newClient(t testing.TB, addrs ...string) rueidis.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// pauseWrites holds the writes of the Redis servers at addrs (an FCALL is
+// one) for up to 20 s, far past any stall of a loaded machine, and
+// returns what lifts the pause (CLIENT UNPAUSE), which the test's end
+// runs too. A pause of a fixed time can run out before the call it is to
+// hold was sent, on a machine running tests in parallel; and pausing
+// writes, not all commands, leaves CLIENT UNPAUSE free to run.
+func pauseWrites(t testing.TB, addrs ...string) (resume func()) {
+	t.Helper()
+	for _, a := range addrs {
+		if _, err := redistest.Do(a, "CLIENT", "PAUSE", "20000", "WRITE"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			for _, a := range addrs {
+				if _, err := redistest.Do(a, "CLIENT", "UNPAUSE"); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return resume
 }
 
 // tag is a bucket key's hash tag, as the store writes it.
