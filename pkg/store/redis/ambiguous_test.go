@@ -75,7 +75,7 @@ func TestAmbiguousTimeouts(t *testing.T) {
 			// the call is out past its deadline, then resumed, well within
 			// its late wait. One lost: all commands held past the late wait.
 			resumed := time.Now().Add(tc.pause)
-			resume := func() {}
+			var resume func()
 			if tc.pause < lateWait {
 				resume = pauseWrites(t, srv.Addr())
 			} else if _, err := redistest.Do(srv.Addr(), "CLIENT", "PAUSE", strconv.FormatInt(tc.pause.Milliseconds(), 10), "ALL"); err != nil {
@@ -84,7 +84,7 @@ func TestAmbiguousTimeouts(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 			defer cancel()
 			_, _, err := decide(ctx, 4)
-			if tc.pause < lateWait {
+			if resume != nil {
 				resume()
 				resumed = time.Now()
 			}

@@ -317,11 +317,7 @@ func TestClusterAmbiguous(t *testing.T) {
 		}
 		// Held until the call is out past its deadline, then resumed, well
 		// within the call's late wait.
-		addrs := make([]string, len(cl.Nodes))
-		for i, n := range cl.Nodes {
-			addrs[i] = n.Addr()
-		}
-		resume := pauseWrites(t, addrs...)
+		resume := pauseWrites(t, cl.Addrs()...)
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
 		_, err := s.Decide(ctx, &store.Request{Items: items}, make([]store.Result, len(items)))
 		cancel()
