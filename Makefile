@@ -11,10 +11,7 @@ export GOFLAGS += -tags=vtprotobuf
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 test: deps lint
-# Four packages' tests at once, twice the cores: many of them wait on Redis
-# (pauses, failovers, deadlines) with the CPU idle. From an empty build cache
-# the step took 408 s with the default of one a core, 288 s so (e7157f0).
-	$(GO) test -race -count=1 -p 4 ./...
+	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run 'Cardinality' ./pkg/store/memory/
 # Allocation counts, which the race detector's sync.Pool makes vary.
 	$(GO) test -count=1 -run 'AllocatesNothing' ./pkg/service/
