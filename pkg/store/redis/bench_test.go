@@ -439,15 +439,7 @@ func BenchmarkWarmBatch(b *testing.B) {
 		for k := range req.Items {
 			req.Items[k] = store.Item{Key: "user" + strconv.Itoa(k) + "-" + strconv.Itoa(i), Version: v, Cost: 1}
 		}
-		at, err := s.instant(ctx, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		raw := requestTags(req)
-		cc := s.compactDecide(req, raw, at)
-		if cc == nil {
-			b.Fatal("no compact call")
-		}
+		raw, _, cc := compactCallOf(b, ctx, s, req)
 		batch[i] = &queued{keys: s.bucketKeys(raw), compact: cc}
 	}
 	keys, args := batchArgs(batch)

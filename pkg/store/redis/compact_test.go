@@ -78,15 +78,7 @@ func TestCompactRoundTrip(t *testing.T) {
 				}
 				req.Items = append(req.Items, it)
 			}
-			at, err := s.instant(ctx, req)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			raw := requestTags(req)
-			cc := s.compactDecide(req, raw, at)
-			if cc == nil {
-				rt.Fatalf("no compact call for %+v", req)
-			}
+			raw, at, cc := compactCallOf(rt, ctx, s, req)
 			keys, args := s.decideArgs(req, raw, strconv.FormatUint(at, 10))
 			batch = append(batch, &queued{keys: keys, compact: cc, done: make(chan struct{})})
 			want = append(want, args)
@@ -105,6 +97,25 @@ func TestCompactRoundTrip(t *testing.T) {
 			}
 		}
 	})
+}
+
+// compactCallOf is req's compact decide call, with its buckets' hash
+// tags and its instant on the script's clock; a request that takes none
+// fails the test.
+func compactCallOf(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, ctx context.Context, s *Store, req *store.Request) (raw [][16]byte, at uint64, cc *compactCall) {
+	t.Helper()
+	at, err := s.instant(ctx, req)
+	if err != nil {
+		t.Fatalf("instant: %v", err)
+	}
+	raw = requestTags(req)
+	if cc = s.compactDecide(req, raw, at); cc == nil {
+		t.Fatalf("no compact call for %+v", req)
+	}
+	return raw, at, cc
 }
 
 // mustRate is a rate; a rapid case (rt) that draws an invalid one is
