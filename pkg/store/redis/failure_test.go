@@ -69,7 +69,7 @@ func TestCrossSlotRequestID(t *testing.T) {
 	s := newStore(t, c, Options{})
 	v := storetest.Version(t, 1, 100, "1/h")
 	items := []store.Item{{Key: "x", Version: v, Cost: 10}, {Key: "y", Version: v, Cost: 10}, {Key: "z", Version: v, Cost: 10}}
-	if len(bySlot([]string{tag("x"), tag("y"), tag("z")})) < 2 {
+	if len(bySlot([][16]byte{tagBytes("x"), tagBytes("y"), tagBytes("z")})) < 2 {
 		t.Fatal("test keys share a slot: pick others")
 	}
 	var wg sync.WaitGroup

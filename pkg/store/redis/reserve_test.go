@@ -180,7 +180,7 @@ func TestReserveCluster(t *testing.T) {
 	v := storetest.PostPaidVersion(t, 1, 100, "1/h", 100)
 	other := func(k string) string {
 		o := k + "x"
-		for i := 0; slotOf(hexTags([][16]byte{tagBytes(o)})[0]) == slotOf(hexTags([][16]byte{tagBytes(k)})[0]); i++ {
+		for i := 0; tagSlot(tagBytes(o)) == tagSlot(tagBytes(k)); i++ {
 			o = k + strconv.Itoa(i)
 		}
 		return o

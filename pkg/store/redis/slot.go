@@ -47,13 +47,13 @@ var crcTables = func() (t [8][256]uint16) {
 	return t
 }()
 
-// bySlot groups item indices by hash slot, in order of first appearance:
-// the first group holds item 0.
-func bySlot(tags []string) [][]int {
+// bySlot groups item indices by the hash slot of their tags raw, in order
+// of first appearance: the first group holds item 0.
+func bySlot(raw [][16]byte) [][]int {
 	var groups [][]int
 	var slots []uint16
-	for i, t := range tags {
-		sl := slotOf(t)
+	for i, t := range raw {
+		sl := tagSlot(t)
 		g := -1
 		for j, x := range slots {
 			if x == sl {

@@ -157,8 +157,8 @@ func (s *Store) decide(ctx context.Context, req *store.Request, results []store.
 		return store.Outcome{}, err
 	}
 	now := func() string { return strconv.FormatUint(at, 10) }
-	if s.cluster {
-		if groups := s.byNode(bySlot(hexTags(raw)), raw); len(groups) > 1 {
+	if s.cluster && len(raw) > 1 {
+		if groups := s.byNode(bySlot(raw), raw); len(groups) > 1 {
 			s.metrics.crossSlot.Inc()
 			out, err := s.decideCross(ctx, req, results, at, raw, groups)
 			if err == nil && out.Allowed && s.deny != nil {
@@ -270,15 +270,6 @@ func (s *Store) decideArgs(req *store.Request, raw [][16]byte, now string) (keys
 		args = s.item(args, &req.Items[i], req.Now)
 	}
 	return keys, args
-}
-
-// hexTags are hash tags in hex.
-func hexTags(raw [][16]byte) []string {
-	tags := make([]string, len(raw))
-	for i := range raw {
-		tags[i] = hex.EncodeToString(raw[i][:])
-	}
-	return tags
 }
 
 // decodeCall decodes a call's reply, packed or not, and raises forgot.
