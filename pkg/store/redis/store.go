@@ -231,6 +231,8 @@ func (s *Store) byNode(groups [][]int, raw [][16]byte) [][]int {
 	nodes := make([]*node, 0, len(groups))
 	var merged [][]int
 	for _, g := range groups {
+		// The slot again, rather than bySlot's: returned, its slots
+		// would leave the stack (two allocations at three buckets).
 		n := s.nodes.of(tagSlot(raw[g[0]]))
 		if n == nil || n.batch == nil {
 			return groups
